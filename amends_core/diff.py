@@ -1,0 +1,90 @@
+"""Reconcile a fold delta against committed output intent into versioned envelopes.
+
+The comparison is against what this namespace has *committed* (latest envelope
+per output ID), never against what a downstream view has applied: transport
+lag must not leak into version allocation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from amends_core.fold import FoldDelta
+from amends_core.ledger import (
+    INT64_MAX,
+    SCHEMA_VERSION,
+    Cause,
+    Envelope,
+    Family,
+    MessageType,
+    OutputID,
+    Payload,
+)
+
+Latest = Callable[[OutputID], Envelope | None]
+"""Lookup of the latest committed envelope for an output ID."""
+
+WITHDRAWN = Payload(present=False)
+
+
+class VersionExhausted(ArithmeticError):
+    """An output ID reached the largest signed 64-bit version."""
+
+
+def _next_version(cur: Envelope | None, oid: OutputID) -> int:
+    if cur is None:
+        return 1
+    if cur.version >= INT64_MAX:
+        msg = f"output {oid.encoded} has no version left"
+        raise VersionExhausted(msg)
+    return cur.version + 1
+
+
+def reconcile(namespace: str, delta: FoldDelta, latest: Latest, cause: Cause) -> list[Envelope]:
+    """Envelopes for every output whose payload differs from committed intent.
+
+    Order: business IDs by encoded output ID (alert before balance, then day,
+    which is exactly the lexicographic order of the encoded JSON tuples inside
+    one key), the key-status ID last.
+    """
+    out: list[Envelope] = []
+    key = delta.key
+
+    def emit(oid: OutputID, want: Payload | None, stated: MessageType, retracted: MessageType) -> None:
+        cur = latest(oid)
+        if want is None:
+            if cur is None or not cur.payload.present:
+                return
+            out.append(Envelope(SCHEMA_VERSION, oid, _next_version(cur, oid), retracted, WITHDRAWN, cause))
+            return
+        if cur is not None and cur.payload == want:
+            return
+        out.append(Envelope(SCHEMA_VERSION, oid, _next_version(cur, oid), stated, want, cause))
+
+    rep = delta.repair
+    if rep is not None:
+        new_alerts = {a.day: a for a in rep.alerts}
+        for d in sorted(set(rep.old_alert_days) | new_alerts.keys()):
+            a = new_alerts.get(d)
+            emit(
+                OutputID(namespace, Family.ALERT, key, d),
+                None if a is None else Payload(True, close=a.close, threshold=a.threshold),
+                MessageType.ALERT_RAISED,
+                MessageType.ALERT_RETRACTED,
+            )
+        new_closes = dict(zip(rep.days, rep.closes, strict=True))
+        for d in sorted(set(rep.old_days) | new_closes.keys()):
+            c = new_closes.get(d)
+            emit(
+                OutputID(namespace, Family.BALANCE, key, d),
+                None if c is None else Payload(True, close=c),
+                MessageType.BALANCE_STATED,
+                MessageType.BALANCE_RETRACTED,
+            )
+    emit(
+        OutputID(namespace, Family.STATUS, key, None),
+        Payload(True, status=delta.status, reasons=delta.reasons),
+        MessageType.KEY_STATUS_STATED,
+        MessageType.KEY_STATUS_STATED,
+    )
+    return out

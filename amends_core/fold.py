@@ -1,0 +1,383 @@
+"""Business validation, revision evidence, authority and suffix repair.
+
+``apply`` is pure: it reads a ``KeyState`` and returns a ``FoldDelta`` describing
+every change (evidence, authority, status, the repaired suffix of daily closes
+and alerts). Stores install a delta with ``KeyState.install`` only when their
+commit succeeds. The cost of a delta follows the repaired suffix, not the
+key's whole history: per-day totals are kept in sorted parallel lists, and a
+repair starting at day ``d`` touches only days ``>= d``.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+from amends_core import timefmt, wire
+from amends_core.ledger import (
+    KINDS,
+    AlertRow,
+    BalanceRow,
+    Config,
+    ConflictRef,
+    Coordinates,
+    Kind,
+    KeyConfig,
+    Projection,
+    Record,
+    Rejection,
+    RejectReason,
+    Status,
+    StockKey,
+    Transaction,
+    CloseOutOfRange,
+    in_int64,
+)
+
+
+# ---------------------------------------------------------------- validation
+
+
+def validate(cfg: Config, record: Record) -> Transaction | Rejection:
+    """Decode and check one record; the first broken rule names the rejection."""
+
+    def reject(reason: RejectReason, detail: str) -> Rejection:
+        return Rejection(record, reason, detail)
+
+    txn = wire.decode_transaction(record.value)
+    if isinstance(txn, wire.DecodeError):
+        return reject(RejectReason.MALFORMED, txn.message)
+    if not txn.txn_id or not txn.stock_key.item or not txn.stock_key.location:
+        return reject(RejectReason.IDENTITY, "txn_id, item and location must be non-empty")
+    if txn.revision < 1:
+        return reject(RejectReason.REVISION, f"revision {txn.revision} is below 1")
+    if txn.kind not in KINDS:
+        return reject(RejectReason.KIND, f"kind {txn.kind[:32]!r} is not NEW, AMEND or CANCEL")
+    if txn.kind == Kind.CANCEL and txn.qty != 0:
+        return reject(RejectReason.CANCEL_QUANTITY, f"CANCEL carries qty {txn.qty}, not 0")
+    if not timefmt.day_in_range(txn.day):
+        return reject(RejectReason.VALID_TIME, "valid_time is outside years 1-9999 in UTC")
+    if txn.valid_ns < cfg.origin_ns:
+        return reject(RejectReason.VALID_TIME, "valid_time is before the ledger origin")
+    kc = cfg.key_config(txn.stock_key)
+    if kc is None:
+        return reject(RejectReason.UNKNOWN_KEY, "stock key is not configured")
+    tk = wire.decode_transport_key(record.key)
+    if isinstance(tk, wire.DecodeError):
+        return reject(RejectReason.KEY_MISMATCH, tk.message)
+    if tk != txn.stock_key:
+        return reject(RejectReason.KEY_MISMATCH, "transport key names another stock key")
+    if record.coords.partition != kc.partition:
+        return reject(
+            RejectReason.ROUTING,
+            f"record is on partition {record.coords.partition}, key belongs to {kc.partition}",
+        )
+    return txn
+
+
+# ---------------------------------------------------------------- evidence
+
+
+@dataclass(slots=True)
+class Candidate:
+    """One distinct canonical assertion and every place it was delivered."""
+
+    txn: Transaction
+    sources: list[Coordinates]
+
+
+@dataclass(slots=True)
+class Identity:
+    """All revisions seen for one (stock key, txn_id)."""
+
+    highest: int
+    revisions: dict[int, list[Candidate]]
+
+
+Contribution = tuple[int, int]
+"""An active identity's (day, qty)."""
+
+
+def _authority(ident: Identity) -> tuple[bool, Contribution | None]:
+    """(conflicted, active contribution) at the identity's highest revision."""
+    group = ident.revisions[ident.highest]
+    if len(group) > 1:
+        return True, None
+    t = group[0].txn
+    return False, ((t.day, t.qty) if t.active else None)
+
+
+@dataclass(slots=True)
+class KeyState:
+    """Evidence and current projection of one stock key (mutable; owned by a store)."""
+
+    cfg: KeyConfig
+    identities: dict[str, Identity] = field(default_factory=dict)
+    active: dict[str, Contribution] = field(default_factory=dict)
+    """Unique highest-revision active contribution per identity (kept even while BLOCKED)."""
+    blocked: set[str] = field(default_factory=set)
+    """Identities whose highest revision has distinct candidates."""
+    conflicts: set[ConflictRef] = field(default_factory=set)
+    """Every conflict ever observed on this key, current and superseded."""
+    touched: bool = False
+    # Projection: frozen while BLOCKED. Parallel sorted lists over activity days.
+    days: list[int] = field(default_factory=list)
+    totals: list[int] = field(default_factory=list)
+    counts: list[int] = field(default_factory=list)
+    closes: list[int] = field(default_factory=list)
+    alerts: dict[int, AlertRow] = field(default_factory=dict)
+    status: Status = Status.READY
+    reasons: tuple[ConflictRef, ...] = ()
+
+    @property
+    def key(self) -> StockKey:
+        return self.cfg.key
+
+    def projection(self) -> Projection:
+        return Projection(
+            self.key,
+            self.status,
+            self.reasons,
+            tuple(BalanceRow(d, c) for d, c in zip(self.days, self.closes, strict=True)),
+            tuple(self.alerts[d] for d in sorted(self.alerts)),
+        )
+
+    def install(self, delta: FoldDelta) -> None:
+        """Install a delta computed by ``apply`` against this very state."""
+        ident = self.identities.get(delta.txn.txn_id)
+        if ident is None:
+            ident = Identity(delta.txn.revision, {})
+            self.identities[delta.txn.txn_id] = ident
+        group = ident.revisions.setdefault(delta.txn.revision, [])
+        if delta.duplicate_of is None:
+            group.append(Candidate(delta.txn, [delta.coords]))
+        else:
+            group[delta.duplicate_of].sources.append(delta.coords)
+        ident.highest = max(ident.highest, delta.txn.revision)
+        tid = delta.txn.txn_id
+        if delta.active_after is None:
+            self.active.pop(tid, None)
+        else:
+            self.active[tid] = delta.active_after
+        if delta.conflicted_after:
+            self.blocked.add(tid)
+        else:
+            self.blocked.discard(tid)
+        if delta.new_conflict is not None:
+            self.conflicts.add(delta.new_conflict)
+        self.touched = True
+        self.status = delta.status
+        self.reasons = delta.reasons
+        rep = delta.repair
+        if rep is not None:
+            i = bisect.bisect_left(self.days, rep.from_day)
+            self.days[i:] = rep.days
+            self.totals[i:] = rep.totals
+            self.counts[i:] = rep.counts
+            self.closes[i:] = rep.closes
+            for d in rep.old_alert_days:
+                del self.alerts[d]
+            for a in rep.alerts:
+                self.alerts[a.day] = a
+
+
+def new_key_state(kc: KeyConfig) -> KeyState:
+    return KeyState(kc)
+
+
+# ---------------------------------------------------------------- deltas
+
+
+@dataclass(frozen=True, slots=True)
+class Repair:
+    """The recomputed suffix of days ``>= from_day`` (old and new sides for the diff)."""
+
+    from_day: int
+    days: tuple[int, ...]
+    totals: tuple[int, ...]
+    counts: tuple[int, ...]
+    closes: tuple[int, ...]
+    alerts: tuple[AlertRow, ...]
+    old_days: tuple[int, ...]
+    old_alert_days: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FoldDelta:
+    """Everything one accepted assertion changes on its key."""
+
+    key: StockKey
+    txn: Transaction
+    coords: Coordinates
+    duplicate_of: int | None
+    """Index of the canonical-equal candidate already held, or None for a new one."""
+    active_after: Contribution | None
+    conflicted_after: bool
+    new_conflict: ConflictRef | None
+    status: Status
+    reasons: tuple[ConflictRef, ...]
+    repair: Repair | None
+    """None when no business fact changes."""
+
+
+def _suffix_closes(
+    kc: KeyConfig, start: int, days: list[int], totals: list[int]
+) -> tuple[list[int], list[AlertRow]]:
+    """Closes and crossings of a run of days starting from the close ``start``."""
+    thr = kc.reorder_threshold
+    closes: list[int] = []
+    alerts: list[AlertRow] = []
+    before = start
+    for d, t in zip(days, totals, strict=True):
+        close = before + t  # exact: Python integers never wrap
+        if not in_int64(close):
+            raise CloseOutOfRange(kc.key, d, close)
+        if before >= thr > close:
+            alerts.append(AlertRow(d, thr, close))
+        closes.append(close)
+        before = close
+    return closes, alerts
+
+
+def _repair(
+    state: KeyState,
+    from_day: int,
+    remove: Contribution | None,
+    add: Contribution | None,
+) -> Repair:
+    """Move one identity's contribution and recompute days ``>= from_day``."""
+    i = bisect.bisect_left(state.days, from_day)
+    days = state.days[i:]
+    totals = state.totals[i:]
+    counts = state.counts[i:]
+    old_days = tuple(days)
+    if remove is not None:
+        j = bisect.bisect_left(days, remove[0])
+        totals[j] -= remove[1]
+        counts[j] -= 1
+        if counts[j] == 0:
+            del days[j], totals[j], counts[j]
+    if add is not None:
+        j = bisect.bisect_left(days, add[0])
+        if j < len(days) and days[j] == add[0]:
+            totals[j] += add[1]
+            counts[j] += 1
+        else:
+            days.insert(j, add[0])
+            totals.insert(j, add[1])
+            counts.insert(j, 1)
+    start = state.closes[i - 1] if i > 0 else state.cfg.opening_balance
+    closes, alerts = _suffix_closes(state.cfg, start, days, totals)
+    old_alert_days = tuple(d for d in old_days if d in state.alerts)
+    return Repair(
+        from_day, tuple(days), tuple(totals), tuple(counts), tuple(closes), tuple(alerts),
+        old_days, old_alert_days,
+    )
+
+
+def _full_refold(state: KeyState, active: dict[str, Contribution]) -> Repair:
+    """Recompute the whole key from its opening balance (used when a block resolves)."""
+    per_day: dict[int, list[int]] = {}
+    for d, q in active.values():
+        slot = per_day.setdefault(d, [0, 0])
+        slot[0] += q
+        slot[1] += 1
+    days = sorted(per_day)
+    totals = [per_day[d][0] for d in days]
+    counts = [per_day[d][1] for d in days]
+    closes, alerts = _suffix_closes(state.cfg, state.cfg.opening_balance, days, totals)
+    from_day = min(days[0] if days else timefmt.MAX_DAY, state.days[0] if state.days else timefmt.MAX_DAY)
+    return Repair(
+        from_day, tuple(days), tuple(totals), tuple(counts), tuple(closes), tuple(alerts),
+        tuple(state.days), tuple(sorted(state.alerts)),
+    )
+
+
+def apply(state: KeyState, txn: Transaction, coords: Coordinates) -> FoldDelta:
+    """Fold one validated assertion into a key without modifying ``state``.
+
+    Raises CloseOutOfRange when a repaired daily close leaves signed 64-bit.
+    """
+    tid = txn.txn_id
+    ident = state.identities.get(tid)
+    group = ident.revisions.get(txn.revision, []) if ident is not None else []
+    duplicate_of = None
+    for idx, cand in enumerate(group):
+        if cand.txn.canonical == txn.canonical:
+            duplicate_of = idx
+            break
+
+    # Authority before and after, for this identity only.
+    if ident is None:
+        conflicted_before, active_before = False, None
+        highest_after = txn.revision
+        group_after_size = 1
+        top = txn
+    else:
+        conflicted_before, active_before = _authority(ident)
+        highest_after = max(ident.highest, txn.revision)
+        if txn.revision == highest_after:
+            group_after_size = len(group) + (duplicate_of is None)
+            top = group[0].txn if group else txn
+        else:
+            top_group = ident.revisions[highest_after]
+            group_after_size = len(top_group)
+            top = top_group[0].txn
+    conflicted_after = group_after_size > 1
+    active_after: Contribution | None
+    if conflicted_after:
+        active_after = None
+    else:
+        active_after = (top.day, top.qty) if top.active else None
+
+    new_conflict = None
+    if duplicate_of is None and group:
+        ref = ConflictRef(tid, txn.revision)
+        if ref not in state.conflicts:
+            new_conflict = ref
+
+    blocked_before = bool(state.blocked)
+    blocked_after_set = set(state.blocked)
+    if conflicted_after:
+        blocked_after_set.add(tid)
+    else:
+        blocked_after_set.discard(tid)
+    blocked_after = bool(blocked_after_set)
+
+    if blocked_after:
+        status = Status.BLOCKED
+        reasons = tuple(
+            sorted(
+                ConflictRef(t, (highest_after if t == tid else state.identities[t].highest))
+                for t in blocked_after_set
+            )
+        )
+    else:
+        status, reasons = Status.READY, ()
+
+    repair: Repair | None = None
+    if blocked_after:
+        repair = None  # values stay frozen while authority is unresolved
+    elif blocked_before:
+        merged = dict(state.active)
+        if active_after is None:
+            merged.pop(tid, None)
+        else:
+            merged[tid] = active_after
+        repair = _full_refold(state, merged)
+    elif active_before != active_after:
+        candidates = [c[0] for c in (active_before, active_after) if c is not None]
+        repair = _repair(state, min(candidates), active_before, active_after)
+
+    return FoldDelta(
+        key=state.key,
+        txn=txn,
+        coords=coords,
+        duplicate_of=duplicate_of,
+        active_after=active_after,
+        conflicted_after=conflicted_after,
+        new_conflict=new_conflict,
+        status=status,
+        reasons=reasons,
+        repair=repair,
+    )

@@ -1,0 +1,461 @@
+"""Ledger values shared by every path: keys, transactions, configuration, outputs.
+
+Everything here is an immutable value. Nothing in this module performs I/O,
+reads a clock or draws random numbers.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from amends_core import timefmt
+
+SCHEMA_VERSION = 1
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+
+
+def in_int64(value: int) -> bool:
+    """True when ``value`` fits a signed 64-bit integer."""
+    return INT64_MIN <= value <= INT64_MAX
+
+
+def compact_json(value: Any) -> str:
+    """Canonical compact JSON text (no whitespace, non-ASCII kept as is)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class StockKey:
+    """One item at one location; the unit of trust and of business history."""
+
+    item: str
+    location: str
+
+    def transport_key(self) -> bytes:
+        """The Kafka message key: UTF-8 of the compact JSON array ``["ITEM","LOCATION"]``."""
+        return compact_json([self.item, self.location]).encode("utf-8")
+
+    def to_json(self) -> dict[str, str]:
+        return {"item": self.item, "location": self.location}
+
+
+class Kind(enum.StrEnum):
+    NEW = "NEW"
+    AMEND = "AMEND"
+    CANCEL = "CANCEL"
+
+
+KINDS = frozenset(k.value for k in Kind)
+
+
+@dataclass(frozen=True, slots=True)
+class Transaction:
+    """A decoded source assertion: a complete replacement value for one identity."""
+
+    txn_id: str
+    revision: int
+    kind: str
+    """Raw kind text; business validation rejects anything outside NEW/AMEND/CANCEL."""
+    stock_key: StockKey
+    valid_ns: int
+    """Valid instant as integer nanoseconds since 1970-01-01T00:00:00Z (UTC-normalised)."""
+    qty: int
+    source_ns: int
+    """Informational source time, nanoseconds since the epoch; never part of authority."""
+
+    @property
+    def canonical(self) -> tuple[str, int, str, int, int]:
+        """What canonical equality compares: identity, revision, kind, valid instant, qty.
+
+        The stock key is part of the identity but every candidate of one key state
+        shares it, so it is left out here; source time and coordinates never count.
+        """
+        return (self.txn_id, self.revision, self.kind, self.valid_ns, self.qty)
+
+    @property
+    def day(self) -> int:
+        """UTC calendar day of the valid instant, as days since 1970-01-01."""
+        return self.valid_ns // timefmt.NS_PER_DAY
+
+    @property
+    def active(self) -> bool:
+        return self.kind != Kind.CANCEL
+
+
+def canonical_equal(a: Transaction, b: Transaction) -> bool:
+    """Canonical equality: same identity, revision, kind, UTC valid instant and quantity."""
+    return a.stock_key == b.stock_key and a.canonical == b.canonical
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class Coordinates:
+    """Where a record was delivered: source incarnation, partition and offset."""
+
+    source: str
+    partition: int
+    offset: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "partition": self.partition, "offset": self.offset}
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A raw source record exactly as delivered; decoding happens later."""
+
+    value: bytes
+    key: bytes | None
+    """Raw transport key bytes; None when the message carried no key."""
+    coords: Coordinates
+
+
+class RejectReason(enum.StrEnum):
+    """Rejection codes, listed in the order in which they are evaluated."""
+
+    MALFORMED = "MALFORMED"
+    IDENTITY = "IDENTITY"
+    REVISION = "REVISION"
+    KIND = "KIND"
+    CANCEL_QUANTITY = "CANCEL_QUANTITY"
+    VALID_TIME = "VALID_TIME"
+    UNKNOWN_KEY = "UNKNOWN_KEY"
+    KEY_MISMATCH = "KEY_MISMATCH"
+    ROUTING = "ROUTING"
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """A raw record that was not accepted, with the first rule it broke."""
+
+    record: Record
+    reason: RejectReason
+    detail: str = field(default="", compare=False)
+    """Human-readable explanation; informational, never compared."""
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class ConflictRef:
+    """A reason reference inside one key: distinct candidates at this revision."""
+
+    txn_id: str
+    revision: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"txn_id": self.txn_id, "revision": self.revision}
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class Conflict:
+    """Distinct canonical candidates were seen for (key, txn_id) at this revision."""
+
+    key: StockKey
+    txn_id: str
+    revision: int
+
+    @property
+    def ref(self) -> ConflictRef:
+        return ConflictRef(self.txn_id, self.revision)
+
+
+class ConfigError(ValueError):
+    """The configuration cannot be used; the message says why in one line."""
+
+
+@dataclass(frozen=True, slots=True)
+class KeyConfig:
+    key: StockKey
+    opening_balance: int
+    """Stock immediately before the origin; not an event, creates no row."""
+    reorder_threshold: int
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """The fixed interpretation of one namespace."""
+
+    schema_version: int
+    namespace: str
+    source_incarnation: str
+    partitions: int
+    origin_ns: int
+    """Ledger origin; valid instants before it are rejected (VALID_TIME)."""
+    keys: tuple[KeyConfig, ...]
+    _index: dict[StockKey, KeyConfig] = field(
+        default_factory=dict, init=False, repr=False, compare=False, hash=False
+    )
+
+    def __post_init__(self) -> None:
+        index = {kc.key: kc for kc in self.keys}
+        object.__setattr__(self, "_index", index)
+
+    def validate(self) -> Config:
+        """Raise ConfigError naming the first problem; return self when usable."""
+        if self.schema_version != SCHEMA_VERSION:
+            raise ConfigError(f"unsupported schema_version {self.schema_version!r}; expected 1")
+        if not self.namespace:
+            raise ConfigError("namespace must be a non-empty string")
+        if not self.source_incarnation:
+            raise ConfigError("source_incarnation must be a non-empty string")
+        if not 1 <= self.partitions <= 65536:
+            raise ConfigError(f"partitions must be between 1 and 65536, got {self.partitions}")
+        if not self.keys:
+            raise ConfigError("keys must list at least one stock key")
+        seen: set[StockKey] = set()
+        for kc in self.keys:
+            k = kc.key
+            if not k.item or not k.location:
+                raise ConfigError(f"stock key {compact_json(k.to_json())} has an empty member")
+            if k in seen:
+                raise ConfigError(f"duplicate stock key {compact_json(k.to_json())}")
+            seen.add(k)
+            if not 0 <= kc.partition < self.partitions:
+                raise ConfigError(
+                    f"stock key {compact_json(k.to_json())} maps to partition {kc.partition},"
+                    f" outside 0..{self.partitions - 1}"
+                )
+            for name, v in (
+                ("opening_balance", kc.opening_balance),
+                ("reorder_threshold", kc.reorder_threshold),
+            ):
+                if not in_int64(v):
+                    raise ConfigError(
+                        f"{name} of {compact_json(k.to_json())} is outside signed 64-bit"
+                    )
+        if not timefmt.day_in_range(self.origin_ns // timefmt.NS_PER_DAY):
+            raise ConfigError("origin is outside the supported calendar range (years 1-9999)")
+        return self
+
+    def key_config(self, key: StockKey) -> KeyConfig | None:
+        return self._index.get(key)
+
+    def keys_of_partition(self, partition: int) -> tuple[KeyConfig, ...]:
+        return tuple(kc for kc in self.keys if kc.partition == partition)
+
+    def normalised(self) -> dict[str, Any]:
+        """The configuration as canonical JSON data: UTC origin, keys sorted."""
+        return {
+            "schema_version": self.schema_version,
+            "namespace": self.namespace,
+            "source_incarnation": self.source_incarnation,
+            "partitions": self.partitions,
+            "origin": timefmt.format_instant(self.origin_ns),
+            "keys": [
+                {
+                    "item": kc.key.item,
+                    "location": kc.key.location,
+                    "opening_balance": kc.opening_balance,
+                    "reorder_threshold": kc.reorder_threshold,
+                    "partition": kc.partition,
+                }
+                for kc in sorted(self.keys, key=lambda kc: kc.key)
+            ],
+        }
+
+    def digest(self) -> str:
+        """SHA-256 over the normalised configuration: an identity check, not a signature."""
+        return hashlib.sha256(compact_json(self.normalised()).encode("utf-8")).hexdigest()
+
+    def with_namespace(self, namespace: str) -> Config:
+        return Config(
+            self.schema_version,
+            namespace,
+            self.source_incarnation,
+            self.partitions,
+            self.origin_ns,
+            self.keys,
+        ).validate()
+
+
+class Family(enum.StrEnum):
+    BALANCE = "balance"
+    ALERT = "alert"
+    STATUS = "key-status"
+
+
+class MessageType(enum.StrEnum):
+    BALANCE_STATED = "BalanceStated"
+    BALANCE_RETRACTED = "BalanceRetracted"
+    ALERT_RAISED = "AlertRaised"
+    ALERT_RETRACTED = "AlertRetracted"
+    KEY_STATUS_STATED = "KeyStatusStated"
+
+
+MESSAGE_FAMILY: dict[MessageType, Family] = {
+    MessageType.BALANCE_STATED: Family.BALANCE,
+    MessageType.BALANCE_RETRACTED: Family.BALANCE,
+    MessageType.ALERT_RAISED: Family.ALERT,
+    MessageType.ALERT_RETRACTED: Family.ALERT,
+    MessageType.KEY_STATUS_STATED: Family.STATUS,
+}
+
+
+class Status(enum.StrEnum):
+    READY = "READY"
+    BLOCKED = "BLOCKED"
+
+
+@dataclass(frozen=True, slots=True)
+class OutputID:
+    """Identity of one derived fact: (namespace, family, stock key, day).
+
+    Key-status outputs have no day. ``encoded`` is a JSON tuple, so separators
+    inside names can never make two identities collide.
+    """
+
+    namespace: str
+    family: Family
+    key: StockKey
+    day: int | None
+    """UTC day as days since 1970-01-01; None for key status."""
+
+    @property
+    def encoded(self) -> str:
+        day = None if self.day is None else timefmt.format_day(self.day)
+        return compact_json([self.namespace, self.family.value, self.key.item, self.key.location, day])
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "namespace": self.namespace,
+            "family": self.family.value,
+            "stock_key": self.key.to_json(),
+            "day": None if self.day is None else timefmt.format_day(self.day),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Payload:
+    """Business content of an envelope; ``present=False`` is a withdrawal.
+
+    Balance: close. Alert: threshold and close. Key status: status and reasons.
+    """
+
+    present: bool
+    close: int | None = None
+    threshold: int | None = None
+    status: Status | None = None
+    reasons: tuple[ConflictRef, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"present": self.present}
+        if self.close is not None and self.threshold is not None:
+            out["threshold"] = self.threshold
+        if self.close is not None:
+            out["close"] = self.close
+        if self.status is not None:
+            out["status"] = self.status.value
+            out["reasons"] = [r.to_json() for r in self.reasons]
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Cause:
+    """Which source record triggered an envelope (attribution, not a dependency graph)."""
+
+    source: str
+    partition: int
+    offset: int
+    txn_id: str
+    revision: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "partition": self.partition,
+            "offset": self.offset,
+            "txn_id": self.txn_id,
+            "revision": self.revision,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """One versioned output message. ``==`` is whole-envelope equality."""
+
+    schema_version: int
+    output_id: OutputID
+    version: int
+    type: MessageType
+    payload: Payload
+    cause: Cause
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema_version": self.schema_version,
+            "output_id": self.output_id.to_json(),
+            "version": self.version,
+            "type": self.type.value,
+            "payload": self.payload.to_json(),
+            "cause": self.cause.to_json(),
+        }
+
+    def to_bytes(self) -> bytes:
+        """The exact bytes that are stored in the outbox and published."""
+        return compact_json(self.to_json()).encode("utf-8")
+
+
+def payload_equal(a: Payload | None, b: Payload | None) -> bool:
+    """Semantic equality used to decide whether a new version is needed."""
+    return a == b
+
+
+@dataclass(frozen=True, slots=True)
+class BalanceRow:
+    day: int
+    close: int
+
+
+@dataclass(frozen=True, slots=True)
+class AlertRow:
+    day: int
+    threshold: int
+    close: int
+
+
+@dataclass(frozen=True, slots=True)
+class Projection:
+    """Computed business view of one stock key (no output versions)."""
+
+    key: StockKey
+    status: Status
+    reasons: tuple[ConflictRef, ...]
+    balances: tuple[BalanceRow, ...]
+    alerts: tuple[AlertRow, ...]
+
+    @staticmethod
+    def untouched(key: StockKey) -> Projection:
+        return Projection(key, Status.READY, (), (), ())
+
+    def to_json(self) -> dict[str, Any]:
+        """The per-key shape of the ``amends compute`` contract."""
+        return {
+            "item": self.key.item,
+            "location": self.key.location,
+            "status": self.status.value,
+            "reasons": [r.to_json() for r in self.reasons],
+            "balances": [
+                {"day": timefmt.format_day(b.day), "close": b.close} for b in self.balances
+            ],
+            "alerts": [
+                {"day": timefmt.format_day(a.day), "threshold": a.threshold, "close": a.close}
+                for a in self.alerts
+            ],
+        }
+
+
+class CloseOutOfRange(ArithmeticError):
+    """A daily close left signed 64-bit: an operation error, never a rejection."""
+
+    def __init__(self, key: StockKey, day: int, value: int) -> None:
+        self.key = key
+        self.day = day
+        self.value = value
+        super().__init__(
+            f"daily close of stock key {compact_json(key.to_json())} on"
+            f" {timefmt.format_day(day)} is {value}, outside signed 64-bit"
+        )

@@ -1,0 +1,95 @@
+"""A fault-free memory pipeline: worker -> outbox -> relay -> output log -> view.
+
+Used by ``amends compute --engine incremental`` and ``amends demo``. The
+simulator drives the same store and view step by step with faults; this
+driver simply runs every enabled step to completion.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable
+
+from amends_core.ledger import Config, Record
+from amends_core.result import ComputeResult, RejectionRef
+from amends_core.store.memory import MemoryStore, OutboxRow, Token
+from amends_core.view import ViewState
+
+
+class MemoryPipeline:
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+        self.store = MemoryStore(cfg)
+        self.view = ViewState(cfg)
+        self.source: dict[int, list[Record]] = {p: [] for p in range(cfg.partitions)}
+        self.output: dict[int, list[bytes]] = {p: [] for p in range(cfg.partitions)}
+        self.tokens: dict[int, Token] = {p: self.store.claim(p) for p in range(cfg.partitions)}
+        self.committed: list[OutboxRow] = []
+        """Every outbox row in commit order (for demonstrations and tests)."""
+
+    def append(self, records: Iterable[Record]) -> None:
+        """Add records to the source; each partition stays in offset order."""
+        for r in records:
+            log = self.source[r.coords.partition]
+            offsets = [x.coords.offset for x in log]
+            i = bisect.bisect_left(offsets, r.coords.offset)
+            if i < len(log) and offsets[i] == r.coords.offset:
+                msg = f"offset {r.coords.offset} already present on partition {r.coords.partition}"
+                raise ValueError(msg)
+            log.insert(i, r)
+
+    def next_offset(self, partition: int) -> int:
+        """Next free source offset of a partition (for appending generated input)."""
+        log = self.source[partition]
+        return log[-1].coords.offset + 1 if log else 0
+
+    def run_worker(self, partition: int) -> int:
+        tok = self.tokens[partition]
+        done = 0
+        for r in self.source[partition]:
+            if r.coords.offset >= self.store.frontier(partition):
+                self.committed.extend(self.store.process(tok, r))
+                done += 1
+        return done
+
+    def run_relay(self, partition: int) -> int:
+        done = 0
+        while (row := self.store.pending(partition)) is not None:
+            self.output[partition].append(row.envelope.to_bytes())
+            self.store.acknowledge(partition, row.sequence)
+            done += 1
+        return done
+
+    def run_view(self, partition: int) -> int:
+        log = self.output[partition]
+        done = 0
+        while self.view.frontier(partition) < len(log) and partition not in self.view.stopped:
+            off = self.view.frontier(partition)
+            self.view.apply(partition, off, log[off])
+            done += 1
+        return done
+
+    def drain(self) -> None:
+        for p in range(self.cfg.partitions):
+            self.run_worker(p)
+            self.run_relay(p)
+            self.run_view(p)
+
+    def result(self) -> ComputeResult:
+        """What the view shows, with quarantine and conflict evidence from the store."""
+        rejections = [
+            RejectionRef(r.record.coords.partition, r.record.coords.offset, r.reason)
+            for r in self.store.rejections
+        ]
+        return ComputeResult.build(
+            self.cfg, self.view.projections(), rejections, self.store.conflicts()
+        )
+
+
+def compute_incremental(cfg: Config, by_partition: dict[int, list[Record]]) -> ComputeResult:
+    """Run ordered records through the memory pipeline and report the view."""
+    pipe = MemoryPipeline(cfg)
+    for recs in by_partition.values():
+        pipe.append(recs)
+    pipe.drain()
+    return pipe.result()

@@ -1,0 +1,246 @@
+"""Serial in-memory processing store: the reference model of the durable store.
+
+Resume contract: ``frontier(p)`` is the exclusive next source offset of
+partition ``p``. Every offset below it is either applied (its evidence is in a
+key state) or quarantined (its raw record is in ``rejections``), never both and
+never neither; offsets that were never delivered (gaps) are simply absent.
+A commit whose guard fails installs nothing at all.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from amends_core import fold, process
+from amends_core.errors import (
+    FenceError,
+    FrontierMismatch,
+    OutboxOrderError,
+    ReplayMismatch,
+    SourceMismatch,
+)
+from amends_core.ledger import (
+    Config,
+    Conflict,
+    Envelope,
+    OutputID,
+    Projection,
+    Record,
+    Rejection,
+    StockKey,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    """Proof of ownership of one partition at one epoch."""
+
+    namespace: str
+    digest: str
+    partition: int
+    epoch: int
+
+
+@dataclass(slots=True)
+class PartitionState:
+    epoch: int = 0
+    next: int = 0
+    """Exclusive source frontier."""
+    sequence: int = 0
+    """Last outbox sequence committed on this partition (0 = none yet)."""
+    acked: int = 0
+    """Number of leading outbox rows acknowledged (rows are 1-based by sequence)."""
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxRow:
+    partition: int
+    sequence: int
+    envelope: Envelope
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """A prepared, isolated step; installing it is ``MemoryStore.commit``."""
+
+    token: Token
+    expected_next: int
+    record: Record
+    outcome: process.Outcome
+
+
+@dataclass(slots=True)
+class MemoryStore:
+    cfg: Config
+    partitions: dict[int, PartitionState] = field(default_factory=dict)
+    keys: dict[StockKey, fold.KeyState] = field(default_factory=dict)
+    outputs: dict[OutputID, Envelope] = field(default_factory=dict)
+    outbox: dict[int, list[OutboxRow]] = field(default_factory=dict)
+    rejections: list[Rejection] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for p in range(self.cfg.partitions):
+            self.partitions.setdefault(p, PartitionState())
+            self.outbox.setdefault(p, [])
+        for kc in self.cfg.keys:
+            self.keys.setdefault(kc.key, fold.new_key_state(kc))
+
+    # ------------------------------------------------------------ ownership
+
+    def _partition(self, p: int) -> PartitionState:
+        try:
+            return self.partitions[p]
+        except KeyError:
+            msg = f"partition {p} is not configured (0..{self.cfg.partitions - 1})"
+            raise SourceMismatch(msg) from None
+
+    def claim(self, partition: int) -> Token:
+        """Install a new ownership epoch; any older token stops committing."""
+        ps = self._partition(partition)
+        ps.epoch += 1
+        return self.observe(partition)
+
+    def observe(self, partition: int) -> Token:
+        """The currently installed token (used after an unknown claim outcome)."""
+        ps = self._partition(partition)
+        return Token(self.cfg.namespace, self.cfg.digest(), partition, ps.epoch)
+
+    def frontier(self, partition: int) -> int:
+        return self._partition(partition).next
+
+    def _guard(self, token: Token, expected_next: int) -> PartitionState:
+        if token.namespace != self.cfg.namespace or token.digest != self.cfg.digest():
+            msg = "token belongs to another namespace or configuration"
+            raise FenceError(msg)
+        ps = self._partition(token.partition)
+        if token.epoch != ps.epoch:
+            msg = f"epoch {token.epoch} was replaced by {ps.epoch} on partition {token.partition}"
+            raise FenceError(msg)
+        if expected_next != ps.next:
+            msg = f"expected frontier {expected_next}, installed {ps.next}"
+            raise FrontierMismatch(msg)
+        return ps
+
+    # ------------------------------------------------------------ processing
+
+    def _check_coords(self, token: Token, expected_next: int, record: Record) -> None:
+        c = record.coords
+        if c.source != self.cfg.source_incarnation:
+            msg = f"record from source {c.source!r}, expected {self.cfg.source_incarnation!r}"
+            raise SourceMismatch(msg)
+        if c.partition != token.partition:
+            msg = f"record from partition {c.partition} offered to owner of {token.partition}"
+            raise SourceMismatch(msg)
+        if c.offset < expected_next:
+            msg = f"record offset {c.offset} is below the frontier {expected_next}"
+            raise SourceMismatch(msg)
+
+    def prepare(self, token: Token, expected_next: int, record: Record) -> Decision:
+        """Guarded, isolated decision; installed state is not modified."""
+        self._guard(token, expected_next)
+        self._check_coords(token, expected_next, record)
+        outcome = process.decide(self.cfg, record, self.keys.__getitem__, self.outputs.get)
+        return Decision(token, expected_next, record, outcome)
+
+    def commit(self, decision: Decision) -> list[OutboxRow]:
+        """Re-check the guard, then install state or quarantine, outbox and frontier."""
+        ps = self._guard(decision.token, decision.expected_next)
+        rows: list[OutboxRow] = []
+        out = decision.outcome
+        if isinstance(out, process.Rejected):
+            self.rejections.append(out.rejection)
+        else:
+            self.keys[out.delta.key].install(out.delta)
+            for env in out.envelopes:
+                ps.sequence += 1
+                row = OutboxRow(decision.token.partition, ps.sequence, env)
+                self.outbox[decision.token.partition].append(row)
+                self.outputs[env.output_id] = env
+                rows.append(row)
+        ps.next = decision.record.coords.offset + 1
+        return rows
+
+    def process(self, token: Token, record: Record) -> list[OutboxRow]:
+        """Prepare and commit in one call (the common, fault-free path)."""
+        return self.commit(self.prepare(token, self.frontier(token.partition), record))
+
+    # ------------------------------------------------------------ outbox
+
+    def pending(self, partition: int) -> OutboxRow | None:
+        """The earliest unacknowledged outbox row of a partition."""
+        ps = self._partition(partition)
+        rows = self.outbox[partition]
+        return rows[ps.acked] if ps.acked < len(rows) else None
+
+    def pending_count(self, partition: int) -> int:
+        return len(self.outbox[partition]) - self._partition(partition).acked
+
+    def acknowledge(self, partition: int, sequence: int) -> None:
+        """Acknowledge exactly the pending row; anything else is refused."""
+        row = self.pending(partition)
+        if row is None or row.sequence != sequence:
+            want = None if row is None else row.sequence
+            msg = f"acknowledge {sequence} on partition {partition}, pending is {want}"
+            raise OutboxOrderError(msg)
+        self.partitions[partition].acked += 1
+
+    # ------------------------------------------------------------ inspection
+
+    def snapshot(self) -> MemoryStore:
+        """A deep copy; changing it never changes installed state."""
+        return copy.deepcopy(self)
+
+    def projection(self, key: StockKey) -> Projection:
+        return self.keys[key].projection()
+
+    def conflicts(self) -> list[Conflict]:
+        """Every conflict observed, current and superseded, sorted."""
+        return sorted(
+            Conflict(k, ref.txn_id, ref.revision)
+            for k, st in self.keys.items()
+            for ref in st.conflicts
+        )
+
+    # ------------------------------------------------------------ replay
+
+    def check_replay(self, record: Record) -> None:
+        """Require that an already-consumed record is fully reflected in state.
+
+        Accepted input must match held canonical evidence at the same coordinates
+        and must produce no new envelope; rejected input must match the held raw
+        rejection and reason. Raises ReplayMismatch otherwise.
+        """
+        c = record.coords
+        if c.source != self.cfg.source_incarnation or c.offset >= self.frontier(c.partition):
+            msg = f"offset {c.offset} of partition {c.partition} has not been consumed"
+            raise ReplayMismatch(msg)
+        out = process.decide(self.cfg, record, self.keys.__getitem__, self.outputs.get)
+        if isinstance(out, process.Rejected):
+            if out.rejection not in self.rejections:
+                msg = f"no matching quarantine record at {c.partition}/{c.offset}"
+                raise ReplayMismatch(msg)
+            return
+        d = out.delta
+        ident = self.keys[d.key].identities.get(d.txn.txn_id)
+        group = ident.revisions.get(d.txn.revision, []) if ident else []
+        if d.duplicate_of is None or c not in group[d.duplicate_of].sources:
+            msg = f"no matching evidence at {c.partition}/{c.offset}"
+            raise ReplayMismatch(msg)
+        if out.envelopes:
+            msg = f"replaying {c.partition}/{c.offset} would emit {len(out.envelopes)} envelopes"
+            raise ReplayMismatch(msg)
+
+    def replay(self, partition: int, records: Iterable[Record]) -> Token:
+        """Check a consumed interval against intact state, then claim a new epoch.
+
+        Preflight happens before the claim, so a failing replay leaves ownership
+        untouched. Frontier, evidence and output versions never change.
+        """
+        for r in records:
+            if r.coords.partition != partition:
+                msg = f"record of partition {r.coords.partition} in a replay of {partition}"
+                raise ReplayMismatch(msg)
+            self.check_replay(r)
+        return self.claim(partition)

@@ -1,0 +1,106 @@
+"""RFC 3339 instants as exact integer nanoseconds, and UTC calendar days.
+
+Instants are kept as integers (nanoseconds since 1970-01-01T00:00:00Z) so that
+canonical equality is exact to the nanosecond and no year range of the
+standard library leaks into parsing. Days are integers (days since 1970-01-01).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import date
+
+NS_PER_SECOND = 1_000_000_000
+NS_PER_DAY = 86_400 * NS_PER_SECOND
+_EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
+MIN_DAY = date(1, 1, 1).toordinal() - _EPOCH_ORDINAL
+MAX_DAY = date(9999, 12, 31).toordinal() - _EPOCH_ORDINAL
+
+# RFC 3339 section 5.6 date-time; an offset is mandatory. ASCII digits only.
+_RFC3339 = re.compile(
+    r"(?P<y>[0-9]{4})-(?P<mo>[0-9]{2})-(?P<d>[0-9]{2})[Tt]"
+    r"(?P<h>[0-9]{2}):(?P<mi>[0-9]{2}):(?P<s>[0-9]{2})(?:\.(?P<f>[0-9]+))?"
+    r"(?:(?P<z>[Zz])|(?P<sign>[+-])(?P<oh>[0-9]{2}):(?P<om>[0-9]{2}))"
+)
+_DAYS_IN_MONTH = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+
+class TimestampError(ValueError):
+    """Text is not an RFC 3339 timestamp with an offset."""
+
+
+def _is_leap(y: int) -> bool:
+    return y % 4 == 0 and (y % 100 != 0 or y % 400 == 0)
+
+
+def days_from_civil(y: int, m: int, d: int) -> int:
+    """Days since 1970-01-01 of a proleptic Gregorian date (any year)."""
+    y -= m <= 2
+    era = y // 400
+    yoe = y - era * 400
+    doy = (153 * (m + (-3 if m > 2 else 9)) + 2) // 5 + d - 1
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    return era * 146097 + doe - 719468
+
+
+def parse_rfc3339(text: str) -> int:
+    """Parse an RFC 3339 date-time with offset to UTC nanoseconds since the epoch.
+
+    Fractional seconds beyond nanoseconds are truncated. Leap seconds (second 60)
+    are refused, like most production parsers.
+    """
+    m = _RFC3339.fullmatch(text)
+    if m is None:
+        msg = f"not an RFC 3339 timestamp with offset: {text[:64]!r}"
+        raise TimestampError(msg)
+    y, mo, d = int(m["y"]), int(m["mo"]), int(m["d"])
+    h, mi, s = int(m["h"]), int(m["mi"]), int(m["s"])
+    if not 1 <= mo <= 12:
+        msg = f"month out of range in {text!r}"
+        raise TimestampError(msg)
+    dim = 29 if mo == 2 and _is_leap(y) else _DAYS_IN_MONTH[mo - 1]
+    if not 1 <= d <= dim:
+        msg = f"day out of range in {text!r}"
+        raise TimestampError(msg)
+    if h > 23 or mi > 59 or s > 59:
+        msg = f"time of day out of range in {text!r}"
+        raise TimestampError(msg)
+    offset_s = 0
+    if m["z"] is None:
+        oh, om = int(m["oh"]), int(m["om"])
+        if oh > 23 or om > 59:
+            msg = f"offset out of range in {text!r}"
+            raise TimestampError(msg)
+        offset_s = (oh * 3600 + om * 60) * (1 if m["sign"] == "+" else -1)
+    frac = m["f"] or ""
+    nanos = int((frac + "000000000")[:9]) if frac else 0
+    seconds = days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + s - offset_s
+    return seconds * NS_PER_SECOND + nanos
+
+
+def day_in_range(day: int) -> bool:
+    """True when the day lies in years 1..9999 (what ``YYYY-MM-DD`` can show)."""
+    return MIN_DAY <= day <= MAX_DAY
+
+
+def format_day(day: int) -> str:
+    """``YYYY-MM-DD`` of a day number; the day must be in range."""
+    return date.fromordinal(day + _EPOCH_ORDINAL).isoformat()
+
+
+def parse_day(text: str) -> int:
+    """Inverse of format_day for strict ``YYYY-MM-DD`` text."""
+    if not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", text):
+        msg = f"not a YYYY-MM-DD day: {text[:32]!r}"
+        raise ValueError(msg)
+    return date.fromisoformat(text).toordinal() - _EPOCH_ORDINAL
+
+
+def format_instant(ns: int) -> str:
+    """RFC 3339 UTC text of an instant in years 1..9999, with nanoseconds when nonzero."""
+    day, rem = divmod(ns, NS_PER_DAY)
+    secs, nanos = divmod(rem, NS_PER_SECOND)
+    h, rem_s = divmod(secs, 3600)
+    mi, s = divmod(rem_s, 60)
+    frac = f".{nanos:09d}".rstrip("0") if nanos else ""
+    return f"{format_day(day)}T{h:02d}:{mi:02d}:{s:02d}{frac}Z"

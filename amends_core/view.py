@@ -1,0 +1,194 @@
+"""The version-aware materialized view.
+
+Resume contract: ``frontiers[p]`` is the *exclusive* next output offset of
+output partition ``p``: every offset below it has been applied (stored,
+recognised as a duplicate, or ignored as older). An envelope at an offset
+below the frontier is already reflected and is skipped without effect.
+
+Version rule per output ID:
+  no stored version, or a higher one  -> store (withdrawals are stored too)
+  equal version, identical envelope   -> duplicate, no change
+  equal version, different content    -> protocol error; the partition stops
+                                         before the offending offset
+  lower version                       -> ignored (stale delivery)
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from amends_core import wire
+from amends_core.ledger import (
+    MESSAGE_FAMILY,
+    SCHEMA_VERSION,
+    AlertRow,
+    BalanceRow,
+    Config,
+    ConflictRef,
+    Envelope,
+    Family,
+    MessageType,
+    OutputID,
+    Projection,
+    Status,
+    StockKey,
+)
+
+
+class Effect(enum.StrEnum):
+    STORED = "stored"
+    DUPLICATE = "duplicate"
+    STALE = "stale"
+    ALREADY_APPLIED = "already-applied"
+    PROTOCOL_ERROR = "protocol-error"
+    STOPPED = "stopped"
+
+
+@dataclass(frozen=True, slots=True)
+class ViewDecision:
+    """What applying one output record does; install with ``ViewState.install``."""
+
+    partition: int
+    offset: int
+    effect: Effect
+    envelope: Envelope | None
+    diagnostic: str = ""
+
+    @property
+    def advances(self) -> bool:
+        return self.effect in (Effect.STORED, Effect.DUPLICATE, Effect.STALE)
+
+
+def check_envelope(cfg: Config, partition: int, env: Envelope) -> str | None:
+    """Shape and routing checks; returns a diagnostic or None when acceptable."""
+    oid = env.output_id
+    if env.schema_version != SCHEMA_VERSION:
+        return f"schema_version {env.schema_version} is not {SCHEMA_VERSION}"
+    if oid.namespace != cfg.namespace:
+        return f"namespace {oid.namespace!r} is not {cfg.namespace!r}"
+    kc = cfg.key_config(oid.key)
+    if kc is None:
+        return f"stock key {oid.key} is not configured"
+    if kc.partition != partition:
+        return f"output for partition {kc.partition} arrived on partition {partition}"
+    if MESSAGE_FAMILY[env.type] is not oid.family:
+        return f"type {env.type.value} does not belong to family {oid.family.value}"
+    if (oid.day is None) != (oid.family is Family.STATUS):
+        return "only key-status outputs may (and must) omit the day"
+    if env.version < 1:
+        return f"version {env.version} is below 1"
+    if env.cause.source != cfg.source_incarnation:
+        return f"cause names source {env.cause.source!r}"
+    if env.cause.revision < 1 or env.cause.offset < 0:
+        return "cause has an impossible revision or offset"
+    p = env.payload
+    t = env.type
+    ok = {
+        MessageType.BALANCE_STATED: p.present and p.close is not None and p.threshold is None,
+        MessageType.BALANCE_RETRACTED: not p.present and p.close is None,
+        MessageType.ALERT_RAISED: p.present and p.close is not None and p.threshold is not None,
+        MessageType.ALERT_RETRACTED: not p.present and p.close is None,
+        MessageType.KEY_STATUS_STATED: p.present and p.status is not None,
+    }[t]
+    if not ok:
+        return f"payload shape does not fit {t.value}"
+    if t is MessageType.KEY_STATUS_STATED and (p.status is Status.BLOCKED) != bool(p.reasons):
+        return "BLOCKED status must carry reasons and READY none"
+    return None
+
+
+@dataclass(slots=True)
+class ViewState:
+    """Retained envelopes (including withdrawals), frontiers and stop diagnostics."""
+
+    cfg: Config
+    rows: dict[OutputID, Envelope] = field(default_factory=dict)
+    frontiers: dict[int, int] = field(default_factory=dict)
+    stopped: dict[int, str] = field(default_factory=dict)
+
+    def frontier(self, partition: int) -> int:
+        return self.frontiers.get(partition, 0)
+
+    def decide(self, partition: int, offset: int, raw: bytes | Envelope) -> ViewDecision:
+        """Pure decision for one output record at (partition, offset)."""
+        if partition in self.stopped:
+            return ViewDecision(partition, offset, Effect.STOPPED, None, self.stopped[partition])
+        if offset < self.frontier(partition):
+            return ViewDecision(partition, offset, Effect.ALREADY_APPLIED, None)
+        if isinstance(raw, Envelope):
+            env = raw
+        else:
+            dec = wire.decode_envelope(raw)
+            if isinstance(dec, wire.DecodeError):
+                return ViewDecision(partition, offset, Effect.PROTOCOL_ERROR, None, dec.message)
+            env = dec
+        problem = check_envelope(self.cfg, partition, env)
+        if problem is not None:
+            return ViewDecision(partition, offset, Effect.PROTOCOL_ERROR, env, problem)
+        cur = self.rows.get(env.output_id)
+        if cur is None or env.version > cur.version:
+            return ViewDecision(partition, offset, Effect.STORED, env)
+        if env.version < cur.version:
+            return ViewDecision(partition, offset, Effect.STALE, env)
+        if env == cur:
+            return ViewDecision(partition, offset, Effect.DUPLICATE, env)
+        return ViewDecision(
+            partition,
+            offset,
+            Effect.PROTOCOL_ERROR,
+            env,
+            f"output {env.output_id.encoded} version {env.version} arrived with different content",
+        )
+
+    def install(self, d: ViewDecision) -> None:
+        if d.effect is Effect.STORED and d.envelope is not None:
+            self.rows[d.envelope.output_id] = d.envelope
+        if d.advances:
+            self.frontiers[d.partition] = d.offset + 1
+        elif d.effect is Effect.PROTOCOL_ERROR:
+            self.stopped[d.partition] = f"offset {d.offset}: {d.diagnostic}"
+
+    def apply(self, partition: int, offset: int, raw: bytes | Envelope) -> ViewDecision:
+        d = self.decide(partition, offset, raw)
+        self.install(d)
+        return d
+
+    def copy(self) -> ViewState:
+        return ViewState(self.cfg, dict(self.rows), dict(self.frontiers), dict(self.stopped))
+
+    def projections(self) -> dict[StockKey, Projection]:
+        return project(self.cfg, self.rows.values())
+
+
+def project(cfg: Config, rows: Iterable[Envelope]) -> dict[StockKey, Projection]:
+    """Visible per-key projection of retained envelopes (withdrawals hidden)."""
+    status: dict[StockKey, tuple[Status, tuple[ConflictRef, ...]]] = {}
+    balances: dict[StockKey, list[BalanceRow]] = {}
+    alerts: dict[StockKey, list[AlertRow]] = {}
+    for env in rows:
+        oid, p = env.output_id, env.payload
+        if oid.family is Family.STATUS:
+            assert p.status is not None
+            status[oid.key] = (p.status, p.reasons)
+        elif not p.present:
+            continue
+        elif oid.family is Family.BALANCE:
+            assert oid.day is not None and p.close is not None
+            balances.setdefault(oid.key, []).append(BalanceRow(oid.day, p.close))
+        else:
+            assert oid.day is not None and p.close is not None and p.threshold is not None
+            alerts.setdefault(oid.key, []).append(AlertRow(oid.day, p.threshold, p.close))
+    out: dict[StockKey, Projection] = {}
+    for kc in cfg.keys:
+        k = kc.key
+        st, reasons = status.get(k, (Status.READY, ()))
+        out[k] = Projection(
+            k,
+            st,
+            tuple(sorted(reasons)),
+            tuple(sorted(balances.get(k, []), key=lambda b: b.day)),
+            tuple(sorted(alerts.get(k, []), key=lambda a: a.day)),
+        )
+    return out

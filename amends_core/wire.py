@@ -1,0 +1,442 @@
+"""Strict decoding of raw bytes into ledger values.
+
+Every decoder returns either a value or a ``DecodeError`` value; malformed input
+never raises across this boundary. The allowlist of failures is explicit: any
+other exception escaping ``decode_transaction`` is a defect (the fuzz tests hunt
+for them).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from amends_core import timefmt
+from amends_core.ledger import (
+    SCHEMA_VERSION,
+    Cause,
+    Config,
+    ConfigError,
+    ConflictRef,
+    Envelope,
+    Family,
+    KeyConfig,
+    MessageType,
+    OutputID,
+    Payload,
+    Status,
+    StockKey,
+    Transaction,
+    in_int64,
+)
+
+MAX_VALUE_BYTES = 1 << 20
+"""Source values above 1 MiB are refused before parsing."""
+MAX_DEPTH = 32
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeError:
+    """Why bytes could not be decoded; a value, routed to quarantine by callers."""
+
+    message: str
+
+
+class _Reject(Exception):
+    """Internal signal; converted into DecodeError before leaving this module."""
+
+
+def _pairs_no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            msg = f"duplicate member name {k[:64]!r}"
+            raise _Reject(msg)
+        out[k] = v
+    return out
+
+
+def _no_constant(name: str) -> Any:
+    msg = f"non-finite number {name} is not JSON"
+    raise _Reject(msg)
+
+
+def _no_float(text: str) -> Any:
+    msg = f"number {text[:32]} is not an integer"
+    raise _Reject(msg)
+
+
+def _check_text(value: Any, depth: int = 0) -> None:
+    """Refuse lone surrogates (from \\uD800 escapes), NUL characters and deep nesting."""
+    if depth > MAX_DEPTH:
+        msg = "nesting too deep"
+        raise _Reject(msg)
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as e:
+            msg = "string contains a lone surrogate"
+            raise _Reject(msg) from e
+        if "\x00" in value:
+            # PostgreSQL text cannot hold NUL; refuse it at the edge instead of failing later.
+            msg = "string contains a NUL character"
+            raise _Reject(msg)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _check_text(k, depth + 1)
+            _check_text(v, depth + 1)
+    elif isinstance(value, list):
+        for v in value:
+            _check_text(v, depth + 1)
+
+
+def _nesting_ok(text: str) -> bool:
+    """Cheap pre-check so a deeply nested document cannot exhaust the recursion limit."""
+    depth = 0
+    in_str = False
+    esc = False
+    for ch in text:
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                return False
+        elif ch in "]}":
+            depth -= 1
+    return True
+
+
+def parse_json_object(raw: bytes, what: str = "value") -> dict[str, Any] | DecodeError:
+    """Exactly one JSON object from UTF-8 bytes, with no duplicate member names."""
+    if len(raw) > MAX_VALUE_BYTES:
+        return DecodeError(f"{what} is {len(raw)} bytes, above the {MAX_VALUE_BYTES} byte limit")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return DecodeError(f"{what} is not valid UTF-8")
+    if text.startswith("\ufeff"):
+        return DecodeError(f"{what} starts with a byte order mark")
+    if not text.lstrip(" \t\r\n").startswith("{"):
+        return DecodeError(f"{what} is not a JSON object")
+    if not _nesting_ok(text):
+        return DecodeError(f"{what} nests deeper than {MAX_DEPTH}")
+    try:
+        obj = json.loads(
+            text,
+            object_pairs_hook=_pairs_no_duplicates,
+            parse_constant=_no_constant,
+            parse_float=_no_float,
+        )
+        _check_text(obj)
+    except _Reject as e:
+        return DecodeError(str(e))
+    except json.JSONDecodeError as e:
+        return DecodeError(f"invalid JSON: {e.msg} at offset {e.pos}")
+    except (ValueError, RecursionError) as e:  # e.g. integer digit limit
+        return DecodeError(f"invalid JSON: {str(e)[:80]}")
+    if not isinstance(obj, dict):
+        return DecodeError(f"{what} is not a JSON object")
+    return obj
+
+
+_TXN_FIELDS = ("txn_id", "revision", "kind", "stock_key", "valid_time", "qty", "source_time")
+_KEY_FIELDS = ("item", "location")
+
+
+def _exact_members(obj: dict[str, Any], names: tuple[str, ...], where: str) -> None:
+    for k in obj:
+        if k not in names:
+            msg = f"unknown member {k[:64]!r} in {where}"
+            raise _Reject(msg)
+    for n in names:
+        if n not in obj:
+            msg = f"missing member {n!r} in {where}"
+            raise _Reject(msg)
+        if obj[n] is None:
+            msg = f"member {n!r} in {where} is null"
+            raise _Reject(msg)
+
+
+def _string(obj: dict[str, Any], name: str) -> str:
+    v = obj[name]
+    if not isinstance(v, str):
+        msg = f"member {name!r} must be a string"
+        raise _Reject(msg)
+    return v
+
+
+def _int64(obj: dict[str, Any], name: str) -> int:
+    v = obj[name]
+    if type(v) is not int:
+        msg = f"member {name!r} must be an integer"
+        raise _Reject(msg)
+    if not in_int64(v):
+        msg = f"member {name!r} is outside signed 64-bit"
+        raise _Reject(msg)
+    return v
+
+
+def _instant(obj: dict[str, Any], name: str) -> int:
+    try:
+        return timefmt.parse_rfc3339(_string(obj, name))
+    except timefmt.TimestampError as e:
+        msg = f"member {name!r}: {e}"
+        raise _Reject(msg) from e
+
+
+def decode_transaction(raw: bytes) -> Transaction | DecodeError:
+    """Strictly decode one source value. Shape only; business rules come later."""
+    obj = parse_json_object(raw)
+    if isinstance(obj, DecodeError):
+        return obj
+    try:
+        _exact_members(obj, _TXN_FIELDS, "transaction")
+        sk = obj["stock_key"]
+        if not isinstance(sk, dict):
+            msg = "member 'stock_key' must be an object"
+            raise _Reject(msg)
+        _exact_members(sk, _KEY_FIELDS, "stock_key")
+        return Transaction(
+            txn_id=_string(obj, "txn_id"),
+            revision=_int64(obj, "revision"),
+            kind=_string(obj, "kind"),
+            stock_key=StockKey(_string(sk, "item"), _string(sk, "location")),
+            valid_ns=_instant(obj, "valid_time"),
+            qty=_int64(obj, "qty"),
+            source_ns=_instant(obj, "source_time"),
+        )
+    except _Reject as e:
+        return DecodeError(str(e))
+
+
+def encode_transaction(t: Transaction) -> bytes:
+    """Canonical source bytes for a transaction (used by generators and fixtures)."""
+    from amends_core.ledger import compact_json
+
+    return compact_json(
+        {
+            "txn_id": t.txn_id,
+            "revision": t.revision,
+            "kind": t.kind,
+            "stock_key": t.stock_key.to_json(),
+            "valid_time": timefmt.format_instant(t.valid_ns),
+            "qty": t.qty,
+            "source_time": timefmt.format_instant(t.source_ns),
+        }
+    ).encode("utf-8")
+
+
+def decode_transport_key(raw: bytes | None) -> StockKey | DecodeError:
+    """The Kafka key: a JSON array of exactly two strings, ``[item, location]``."""
+    if raw is None:
+        return DecodeError("record has no transport key")
+    if len(raw) > MAX_VALUE_BYTES:
+        return DecodeError("transport key is too large")
+    try:
+        text = raw.decode("utf-8")
+        if not _nesting_ok(text):
+            return DecodeError("transport key nests too deep")
+        arr = json.loads(
+            text,
+            object_pairs_hook=_pairs_no_duplicates,
+            parse_constant=_no_constant,
+            parse_float=_no_float,
+        )
+        _check_text(arr)
+    except UnicodeDecodeError:
+        return DecodeError("transport key is not valid UTF-8")
+    except (_Reject, ValueError, RecursionError) as e:
+        return DecodeError(f"transport key is not JSON: {str(e)[:80]}")
+    if (
+        not isinstance(arr, list)
+        or len(arr) != 2
+        or not all(isinstance(x, str) for x in arr)
+    ):
+        return DecodeError('transport key is not a ["item","location"] array')
+    return StockKey(arr[0], arr[1])
+
+
+# ---------------------------------------------------------------- configuration
+
+
+_CONFIG_FIELDS = ("schema_version", "namespace", "source_incarnation", "partitions", "origin", "keys")
+_KEYCFG_FIELDS = ("item", "location", "opening_balance", "reorder_threshold", "partition")
+
+
+def decode_config(raw: bytes) -> Config:
+    """Strictly decode and validate a configuration document; raises ConfigError."""
+    obj = parse_json_object(raw, "configuration")
+    if isinstance(obj, DecodeError):
+        raise ConfigError(obj.message)
+    try:
+        _exact_members(obj, _CONFIG_FIELDS, "configuration")
+        keys_raw = obj["keys"]
+        if not isinstance(keys_raw, list):
+            msg = "member 'keys' must be an array"
+            raise _Reject(msg)
+        keys = []
+        for i, kr in enumerate(keys_raw):
+            if not isinstance(kr, dict):
+                msg = f"keys[{i}] must be an object"
+                raise _Reject(msg)
+            _exact_members(kr, _KEYCFG_FIELDS, f"keys[{i}]")
+            keys.append(
+                KeyConfig(
+                    key=StockKey(_string(kr, "item"), _string(kr, "location")),
+                    opening_balance=_int64(kr, "opening_balance"),
+                    reorder_threshold=_int64(kr, "reorder_threshold"),
+                    partition=_int64(kr, "partition"),
+                )
+            )
+        cfg = Config(
+            schema_version=_int64(obj, "schema_version"),
+            namespace=_string(obj, "namespace"),
+            source_incarnation=_string(obj, "source_incarnation"),
+            partitions=_int64(obj, "partitions"),
+            origin_ns=_instant(obj, "origin"),
+            keys=tuple(keys),
+        )
+    except _Reject as e:
+        raise ConfigError(str(e)) from None
+    return cfg.validate()
+
+
+def encode_config(cfg: Config) -> bytes:
+    from amends_core.ledger import compact_json
+
+    return compact_json(cfg.normalised()).encode("utf-8")
+
+
+# ---------------------------------------------------------------- envelopes
+
+
+_ENV_FIELDS = ("schema_version", "output_id", "version", "type", "payload", "cause")
+_OID_FIELDS = ("namespace", "family", "stock_key", "day")
+_CAUSE_FIELDS = ("source", "partition", "offset", "txn_id", "revision")
+_PAYLOAD_FIELDS: dict[MessageType, tuple[str, ...]] = {
+    MessageType.BALANCE_STATED: ("present", "close"),
+    MessageType.BALANCE_RETRACTED: ("present",),
+    MessageType.ALERT_RAISED: ("present", "threshold", "close"),
+    MessageType.ALERT_RETRACTED: ("present",),
+    MessageType.KEY_STATUS_STATED: ("present", "status", "reasons"),
+}
+
+
+def decode_envelope(raw: bytes) -> Envelope | DecodeError:
+    """Strictly decode published envelope bytes; shape errors are protocol errors."""
+    obj = parse_json_object(raw, "envelope")
+    if isinstance(obj, DecodeError):
+        return obj
+    try:
+        _exact_members(obj, _ENV_FIELDS, "envelope")
+        oid, cause, pl = obj["output_id"], obj["cause"], obj["payload"]
+        if not (isinstance(oid, dict) and isinstance(cause, dict) and isinstance(pl, dict)):
+            msg = "output_id, payload and cause must be objects"
+            raise _Reject(msg)
+        for k in oid:
+            if k not in _OID_FIELDS:
+                msg = f"unknown member {k!r} in output_id"
+                raise _Reject(msg)
+        for n in _OID_FIELDS:
+            if n not in oid:
+                msg = f"missing member {n!r} in output_id"
+                raise _Reject(msg)
+        sk = oid["stock_key"]
+        if not isinstance(sk, dict):
+            msg = "output_id.stock_key must be an object"
+            raise _Reject(msg)
+        _exact_members(sk, _KEY_FIELDS, "output_id.stock_key")
+        try:
+            family = Family(_string(oid, "family"))
+            mtype = MessageType(_string(obj, "type"))
+        except ValueError as e:
+            msg = f"unknown family or type: {e}"
+            raise _Reject(msg) from e
+        day_raw = oid["day"]
+        day: int | None
+        if day_raw is None:
+            day = None
+        elif isinstance(day_raw, str):
+            try:
+                day = timefmt.parse_day(day_raw)
+            except ValueError as e:
+                raise _Reject(str(e)) from e
+        else:
+            msg = "output_id.day must be a string or null"
+            raise _Reject(msg)
+        _exact_members(cause, _CAUSE_FIELDS, "cause")
+        _exact_members(pl, _PAYLOAD_FIELDS[mtype], f"{mtype.value} payload")
+        present = pl["present"]
+        if not isinstance(present, bool):
+            msg = "payload.present must be a boolean"
+            raise _Reject(msg)
+        status = None
+        reasons: tuple[ConflictRef, ...] = ()
+        if mtype is MessageType.KEY_STATUS_STATED:
+            try:
+                status = Status(_string(pl, "status"))
+            except ValueError as e:
+                msg = "payload.status must be READY or BLOCKED"
+                raise _Reject(msg) from e
+            rr = pl["reasons"]
+            if not isinstance(rr, list):
+                msg = "payload.reasons must be an array"
+                raise _Reject(msg)
+            refs = []
+            for r in rr:
+                if not isinstance(r, dict):
+                    msg = "payload.reasons entries must be objects"
+                    raise _Reject(msg)
+                _exact_members(r, ("txn_id", "revision"), "reason")
+                refs.append(ConflictRef(_string(r, "txn_id"), _int64(r, "revision")))
+            reasons = tuple(refs)
+        payload = Payload(
+            present=present,
+            close=_int64(pl, "close") if "close" in pl else None,
+            threshold=_int64(pl, "threshold") if "threshold" in pl else None,
+            status=status,
+            reasons=reasons,
+        )
+        return Envelope(
+            schema_version=_int64(obj, "schema_version"),
+            output_id=OutputID(
+                _string(oid, "namespace"),
+                family,
+                StockKey(_string(sk, "item"), _string(sk, "location")),
+                day,
+            ),
+            version=_int64(obj, "version"),
+            type=mtype,
+            payload=payload,
+            cause=Cause(
+                _string(cause, "source"),
+                _int64(cause, "partition"),
+                _int64(cause, "offset"),
+                _string(cause, "txn_id"),
+                _int64(cause, "revision"),
+            ),
+        )
+    except _Reject as e:
+        return DecodeError(str(e))
+
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "DecodeError",
+    "decode_config",
+    "decode_envelope",
+    "decode_transaction",
+    "decode_transport_key",
+    "encode_config",
+    "encode_transaction",
+    "parse_json_object",
+]
