@@ -1,2 +1,56 @@
-def main() -> int:
-    return 0
+"""The ``amends`` command line.
+
+Each subcommand lives in its own module under ``amends_pipeline.commands`` and
+exposes ``register(subparsers)``; modules are discovered, so adding a command
+never means editing this file. A command's handler returns the exit code.
+Exit codes: 0 success, 1 a check failed (e.g. verification not accepted),
+2 unusable arguments, configuration or environment, 3 the history cannot be
+computed (a daily close outside signed 64-bit), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+from collections.abc import Sequence
+
+from amends_pipeline import commands
+from amends_pipeline.errors import ComputeError, UsageError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="amends",
+        description="Keep derived inventory facts correct when source history is revised.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):
+            continue
+        mod = importlib.import_module(f"{commands.__name__}.{info.name}")
+        mod.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except UsageError as e:
+        print(f"amends {args.command}: {e}", file=sys.stderr)
+        return 2
+    except ComputeError as e:
+        print(f"amends {args.command}: {e}", file=sys.stderr)
+        return 3
+    except KeyboardInterrupt:
+        print(f"amends {args.command}: interrupted", file=sys.stderr)
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

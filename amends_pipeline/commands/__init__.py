@@ -1,0 +1,1 @@
+"""Subcommands of ``amends``; each module exposes ``register(subparsers)``."""
