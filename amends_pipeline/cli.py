@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 from collections.abc import Sequence
@@ -49,6 +50,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"amends {args.command}: interrupted", file=sys.stderr)
         return 130
+    except Exception as e:  # a defect: say so in one line; AMENDS_DEBUG=1 shows the traceback
+        if os.environ.get("AMENDS_DEBUG"):
+            raise
+        print(f"amends {args.command}: internal error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 70
     return code
 
 

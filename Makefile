@@ -1,0 +1,45 @@
+# amends: developer entry points. `make demo` and `make test` do all set-up themselves.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-16)
+export AMENDS_PG_DSN ?= postgresql://postgres@127.0.0.1:5432/amends
+
+.PHONY: setup venv postgres demo test test-unit test-integration lint bench fuzz-nightly clean
+
+setup: venv postgres
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@rm -f $(VENV)/.installed-* && touch $@
+
+postgres:
+	bash scripts/ensure-postgres.sh
+
+demo: venv
+	$(VENV)/bin/amends demo
+
+test: setup
+	$(PY) -m pytest
+
+test-unit: venv
+	$(PY) -m pytest tests/unit
+
+lint: venv
+	$(VENV)/bin/ruff check amends_core amends_pipeline tests benchmarks
+	$(VENV)/bin/mypy amends_core
+
+bench: setup
+	$(VENV)/bin/amends bench
+
+# Long hostile-input run for nightly CI (not part of `make test`).
+fuzz-nightly: venv
+	AMENDS_FUZZ_EXAMPLES=200000 $(PY) -m pytest tests/unit/test_wire_fuzz.py -q -p no:cacheprovider
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis .mypy_cache .ruff_cache

@@ -1,0 +1,39 @@
+"""Helpers shared by subcommands: reading configuration and records files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from amends_core import wire
+from amends_core.ledger import Config, ConfigError, Record
+from amends_core.records import RecordsError, order_records, parse_records
+from amends_pipeline.errors import UsageError
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = REPO_ROOT / "fixtures"
+
+
+def read_bytes(path: str | Path, what: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as e:
+        msg = f"cannot read {what} {str(path)!r}: {e.strerror or e}"
+        raise UsageError(msg) from None
+
+
+def load_config(path: str | Path) -> Config:
+    try:
+        return wire.decode_config(read_bytes(path, "configuration"))
+    except ConfigError as e:
+        msg = f"invalid configuration {str(path)!r}: {e}"
+        raise UsageError(msg) from None
+
+
+def load_records(cfg: Config, paths: list[str]) -> dict[int, list[Record]]:
+    framed = []
+    try:
+        for p in paths:
+            framed.extend(parse_records(read_bytes(p, "records file"), p))
+        return order_records(framed, cfg.partitions, cfg.source_incarnation)
+    except RecordsError as e:
+        raise UsageError(str(e)) from None
