@@ -53,7 +53,7 @@ class StageResult:
     @property
     def matches_expected(self) -> bool:
         exp = self.expected
-        return (
+        return bool(
             self.source_frontier == exp["source_frontier"]
             and self.output_frontier == exp["output_frontier"]
             and self.envelope_summary == exp["envelopes"]
@@ -62,7 +62,10 @@ class StageResult:
 
     @property
     def oracle_agrees(self) -> bool | None:
-        return None if self.oracle is None else self.oracle == self.view
+        if self.oracle is None:
+            return None
+        agrees: bool = self.oracle == self.view
+        return agrees
 
 
 def load_stages(manifest: bytes, read: Callable[[str], bytes]) -> list[Stage]:
@@ -80,7 +83,7 @@ def run(cfg: Config, stages: list[Stage], oracle: OracleFn | None = None) -> lis
     pipe = MemoryPipeline(cfg)
     results = []
     for stage in stages:
-        records = []
+        records: list[Record] = []
         for v in stage.values:
             off = pipe.next_offset(0) + len(records)
             t = wire.decode_transaction(v)

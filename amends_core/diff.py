@@ -50,12 +50,15 @@ def reconcile(namespace: str, delta: FoldDelta, latest: Latest, cause: Cause) ->
     out: list[Envelope] = []
     key = delta.key
 
-    def emit(oid: OutputID, want: Payload | None, stated: MessageType, retracted: MessageType) -> None:
+    def emit(
+        oid: OutputID, want: Payload | None, stated: MessageType, retracted: MessageType
+    ) -> None:
         cur = latest(oid)
         if want is None:
             if cur is None or not cur.payload.present:
                 return
-            out.append(Envelope(SCHEMA_VERSION, oid, _next_version(cur, oid), retracted, WITHDRAWN, cause))
+            version = _next_version(cur, oid)
+            out.append(Envelope(SCHEMA_VERSION, oid, version, retracted, WITHDRAWN, cause))
             return
         if cur is not None and cur.payload == want:
             return

@@ -18,11 +18,12 @@ from amends_core.ledger import (
     KINDS,
     AlertRow,
     BalanceRow,
+    CloseOutOfRange,
     Config,
     ConflictRef,
     Coordinates,
-    Kind,
     KeyConfig,
+    Kind,
     Projection,
     Record,
     Rejection,
@@ -30,10 +31,8 @@ from amends_core.ledger import (
     Status,
     StockKey,
     Transaction,
-    CloseOutOfRange,
     in_int64,
 )
-
 
 # ---------------------------------------------------------------- validation
 
@@ -286,7 +285,8 @@ def _full_refold(state: KeyState, active: dict[str, Contribution]) -> Repair:
     totals = [per_day[d][0] for d in days]
     counts = [per_day[d][1] for d in days]
     closes, alerts = _suffix_closes(state.cfg, state.cfg.opening_balance, days, totals)
-    from_day = min(days[0] if days else timefmt.MAX_DAY, state.days[0] if state.days else timefmt.MAX_DAY)
+    firsts = [d[0] for d in (days, state.days) if d]
+    from_day = min(firsts) if firsts else timefmt.MAX_DAY
     return Repair(
         from_day, tuple(days), tuple(totals), tuple(counts), tuple(closes), tuple(alerts),
         tuple(state.days), tuple(sorted(state.alerts)),

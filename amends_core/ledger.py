@@ -196,40 +196,42 @@ class Config:
 
     def validate(self) -> Config:
         """Raise ConfigError naming the first problem; return self when usable."""
+        msg = self.problem()
+        if msg is not None:
+            raise ConfigError(msg)
+        return self
+
+    def problem(self) -> str | None:
+        """The first reason this configuration is unusable, or None."""
         if self.schema_version != SCHEMA_VERSION:
-            raise ConfigError(f"unsupported schema_version {self.schema_version!r}; expected 1")
+            return f"unsupported schema_version {self.schema_version!r}; expected 1"
         if not self.namespace:
-            raise ConfigError("namespace must be a non-empty string")
+            return "namespace must be a non-empty string"
         if not self.source_incarnation:
-            raise ConfigError("source_incarnation must be a non-empty string")
+            return "source_incarnation must be a non-empty string"
         if not 1 <= self.partitions <= 65536:
-            raise ConfigError(f"partitions must be between 1 and 65536, got {self.partitions}")
+            return f"partitions must be between 1 and 65536, got {self.partitions}"
         if not self.keys:
-            raise ConfigError("keys must list at least one stock key")
+            return "keys must list at least one stock key"
         seen: set[StockKey] = set()
         for kc in self.keys:
             k = kc.key
+            name = compact_json(k.to_json())
             if not k.item or not k.location:
-                raise ConfigError(f"stock key {compact_json(k.to_json())} has an empty member")
+                return f"stock key {name} has an empty member"
             if k in seen:
-                raise ConfigError(f"duplicate stock key {compact_json(k.to_json())}")
+                return f"duplicate stock key {name}"
             seen.add(k)
             if not 0 <= kc.partition < self.partitions:
-                raise ConfigError(
-                    f"stock key {compact_json(k.to_json())} maps to partition {kc.partition},"
+                return (
+                    f"stock key {name} maps to partition {kc.partition},"
                     f" outside 0..{self.partitions - 1}"
                 )
-            for name, v in (
-                ("opening_balance", kc.opening_balance),
-                ("reorder_threshold", kc.reorder_threshold),
-            ):
-                if not in_int64(v):
-                    raise ConfigError(
-                        f"{name} of {compact_json(k.to_json())} is outside signed 64-bit"
-                    )
+            if not in_int64(kc.opening_balance) or not in_int64(kc.reorder_threshold):
+                return f"opening_balance or reorder_threshold of {name} is outside signed 64-bit"
         if not timefmt.day_in_range(self.origin_ns // timefmt.NS_PER_DAY):
-            raise ConfigError("origin is outside the supported calendar range (years 1-9999)")
-        return self
+            return "origin is outside the supported calendar range (years 1-9999)"
+        return None
 
     def key_config(self, key: StockKey) -> KeyConfig | None:
         return self._index.get(key)
@@ -317,7 +319,8 @@ class OutputID:
     @property
     def encoded(self) -> str:
         day = None if self.day is None else timefmt.format_day(self.day)
-        return compact_json([self.namespace, self.family.value, self.key.item, self.key.location, day])
+        k = self.key
+        return compact_json([self.namespace, self.family.value, k.item, k.location, day])
 
     def to_json(self) -> dict[str, Any]:
         return {

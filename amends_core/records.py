@@ -103,7 +103,10 @@ def order_records(
     by_p: dict[int, list[Record]] = {p: [] for p in range(partitions)}
     for fr in framed:
         if fr.partition >= partitions:
-            msg = f"record at offset {fr.offset} names partition {fr.partition}, configuration has {partitions}"
+            msg = (
+                f"record at offset {fr.offset} names partition {fr.partition},"
+                f" configuration has {partitions}"
+            )
             raise RecordsError(msg)
         by_p[fr.partition].append(fr.record(source))
     for p, recs in by_p.items():

@@ -268,7 +268,9 @@ def decode_transport_key(raw: bytes | None) -> StockKey | DecodeError:
 # ---------------------------------------------------------------- configuration
 
 
-_CONFIG_FIELDS = ("schema_version", "namespace", "source_incarnation", "partitions", "origin", "keys")
+_CONFIG_FIELDS = (
+    "schema_version", "namespace", "source_incarnation", "partitions", "origin", "keys",
+)
 _KEYCFG_FIELDS = ("item", "location", "opening_balance", "reorder_threshold", "partition")
 
 

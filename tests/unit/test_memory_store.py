@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from amends_core.errors import FenceError, FrontierMismatch, OutboxOrderError, ReplayMismatch, SourceMismatch
+from amends_core.errors import (
+    FenceError,
+    FrontierMismatch,
+    OutboxOrderError,
+    ReplayMismatch,
+    SourceMismatch,
+)
 from amends_core.ledger import RejectReason
 from amends_core.store.memory import MemoryStore
 from tests.builders import K1, config, record, records, txn

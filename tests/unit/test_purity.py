@@ -1,0 +1,37 @@
+"""amends_core is pure: no I/O, clocks or global randomness in fold, diff, view and friends."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+CORE = Path(__file__).resolve().parents[2] / "amends_core"
+PURE = ["ledger.py", "timefmt.py", "wire.py", "fold.py", "diff.py", "view.py", "process.py", "result.py", "store/memory.py"]
+FORBIDDEN_MODULES = {"os", "io", "time", "random", "socket", "subprocess", "pathlib", "shutil", "tempfile", "threading", "asyncio", "sys", "urllib", "http"}
+FORBIDDEN_CALLS = {"open", "print", "input"}
+FORBIDDEN_ATTRS = {"now", "utcnow", "today", "time", "perf_counter", "monotonic", "random", "getenv"}
+
+
+def test_pure_modules_import_no_io_clock_or_randomness() -> None:
+    problems = []
+    for rel in PURE:
+        tree = ast.parse((CORE / rel).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                problems += [f"{rel}: import {a.name}" for a in node.names if a.name.split(".")[0] in FORBIDDEN_MODULES]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in FORBIDDEN_MODULES:
+                problems.append(f"{rel}: from {node.module}")
+            elif isinstance(node, ast.Call):
+                f = node.func
+                if isinstance(f, ast.Name) and f.id in FORBIDDEN_CALLS:
+                    problems.append(f"{rel}: call {f.id}()")
+                if isinstance(f, ast.Attribute) and f.attr in FORBIDDEN_ATTRS:
+                    problems.append(f"{rel}: call .{f.attr}()")
+    assert problems == []
+
+
+def test_the_purity_check_detects_a_clock() -> None:
+    tree = ast.parse("import time\nx = datetime.now()\n")
+    names = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.Call))]
+    assert any(isinstance(n, ast.Import) and n.names[0].name == "time" for n in names)
+    assert any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "now" for n in names)
