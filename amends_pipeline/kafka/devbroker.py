@@ -1,0 +1,1114 @@
+"""The development broker: librdkafka's mock cluster hosted in its own process.
+
+No Kafka or Redpanda server can be installed on the development machines, but
+the librdkafka shipped inside the confluent-kafka wheel contains a mock cluster
+that speaks the Kafka protocol over TCP on loopback. This module
+
+* binds the mock cluster C API with ctypes (``MockCluster``),
+* runs it as a long-lived foreground process (``serve``; ``amends broker`` and
+  ``python -m amends_pipeline.kafka.devbroker`` both end up there) that creates
+  topics, prints ``bootstrap=...``, writes a JSON state file, answers control
+  commands (``brokerctl``) and stops cleanly on SIGTERM/SIGINT,
+* starts such a process for tests and tools (``DevBroker``).
+
+Everything else talks to the broker only through confluent-kafka and the
+bootstrap address, so a real cluster is a configuration change. Limits: see
+docs/devbroker.md (memory only, about 5 MiB retained per partition, no
+CreateTopics/DescribeTopics, no topic IDs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import datetime as dt
+import glob
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import socketserver
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from amends_pipeline.errors import UsageError
+from amends_pipeline.kafka import BOOTSTRAP_ENV
+from amends_pipeline.kafka.brokerctl import (
+    BrokerControl,
+    BrokerControlError,
+    is_unix_address,
+    split_host_port,
+)
+
+# Kafka protocol request types (ApiKey), by the names the protocol guide uses.
+API_KEYS: dict[str, int] = {
+    "Produce": 0,
+    "Fetch": 1,
+    "ListOffsets": 2,
+    "Metadata": 3,
+    "OffsetCommit": 8,
+    "OffsetFetch": 9,
+    "FindCoordinator": 10,
+    "JoinGroup": 11,
+    "Heartbeat": 12,
+    "LeaveGroup": 13,
+    "SyncGroup": 14,
+    "DescribeGroups": 15,
+    "ListGroups": 16,
+    "SaslHandshake": 17,
+    "ApiVersions": 18,
+    "CreateTopics": 19,
+    "DeleteTopics": 20,
+    "DeleteRecords": 21,
+    "InitProducerId": 22,
+    "OffsetForLeaderEpoch": 23,
+    "AddPartitionsToTxn": 24,
+    "AddOffsetsToTxn": 25,
+    "EndTxn": 26,
+    "TxnOffsetCommit": 28,
+    "DescribeConfigs": 32,
+    "DescribeCluster": 60,
+    "ConsumerGroupHeartbeat": 68,
+    "GetTelemetrySubscriptions": 71,
+    "PushTelemetry": 72,
+}
+API_NAMES: dict[int, str] = {v: k for k, v in API_KEYS.items()}
+
+# Kafka's legal topic names.
+TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+
+# What the mock keeps per partition (rdkafka_mock.c: max_size, max_cnt); older
+# message sets drop off and the low watermark rises.
+RETENTION_BYTES = 5 * 1024 * 1024
+RETENTION_BATCHES = 100_000
+
+_RD_KAFKA_PRODUCER = 0
+
+
+class MockError(Exception):
+    """A mock cluster call returned an error code."""
+
+    def __init__(self, what: str, code: int, name: str, text: str) -> None:
+        super().__init__(f"{what}: {name}: {text}")
+        self.code = code
+        self.name = name
+
+
+# --------------------------------------------------------------------------
+# ctypes binding
+
+
+def find_librdkafka() -> str:
+    """Path of the librdkafka shared library bundled with confluent-kafka."""
+    import confluent_kafka
+
+    pkg = Path(confluent_kafka.__file__).resolve().parent
+    patterns = [
+        str(pkg.parent / "confluent_kafka.libs" / "librdkafka*.so*"),
+        str(pkg / ".libs" / "librdkafka*.so*"),
+        str(pkg / ".dylibs" / "librdkafka*.dylib"),
+    ]
+    for pattern in patterns:
+        found = sorted(glob.glob(pattern))
+        if found:
+            return found[0]
+    msg = f"no librdkafka shared library found beside confluent_kafka ({pkg})"
+    raise UsageError(msg)
+
+
+_LIB: ctypes.CDLL | None = None
+_LIB_LOCK = threading.Lock()
+
+# name -> (restype, argtypes); declared only if the symbol exists.
+_SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
+    "rd_kafka_version_str": (ctypes.c_char_p, []),
+    "rd_kafka_err2name": (ctypes.c_char_p, [ctypes.c_int]),
+    "rd_kafka_err2str": (ctypes.c_char_p, [ctypes.c_int]),
+    "rd_kafka_conf_new": (ctypes.c_void_p, []),
+    "rd_kafka_conf_set": (
+        ctypes.c_int,
+        [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t],
+    ),
+    "rd_kafka_conf_destroy": (None, [ctypes.c_void_p]),
+    "rd_kafka_new": (
+        ctypes.c_void_p,
+        [ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t],
+    ),
+    "rd_kafka_destroy": (None, [ctypes.c_void_p]),
+    "rd_kafka_mock_cluster_new": (ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_int]),
+    "rd_kafka_mock_cluster_destroy": (None, [ctypes.c_void_p]),
+    "rd_kafka_mock_cluster_bootstraps": (ctypes.c_char_p, [ctypes.c_void_p]),
+    "rd_kafka_mock_topic_create": (
+        ctypes.c_int,
+        [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_int],
+    ),
+    "rd_kafka_mock_topic_delete": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p]),
+    "rd_kafka_mock_topic_set_error": (None, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int]),
+    "rd_kafka_mock_partition_delete_records": (
+        ctypes.c_int,
+        [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int32, ctypes.c_int64],
+    ),
+    "rd_kafka_mock_broker_set_down": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int32]),
+    "rd_kafka_mock_broker_set_up": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int32]),
+    "rd_kafka_mock_broker_set_rtt": (
+        ctypes.c_int,
+        [ctypes.c_void_p, ctypes.c_int32, ctypes.c_int],
+    ),
+    "rd_kafka_mock_push_request_errors_array": (
+        None,
+        [ctypes.c_void_p, ctypes.c_int16, ctypes.c_size_t, ctypes.POINTER(ctypes.c_int)],
+    ),
+    "rd_kafka_mock_clear_request_errors": (None, [ctypes.c_void_p, ctypes.c_int16]),
+    "rd_kafka_mock_start_request_tracking": (None, [ctypes.c_void_p]),
+    "rd_kafka_mock_stop_request_tracking": (None, [ctypes.c_void_p]),
+    "rd_kafka_mock_clear_requests": (None, [ctypes.c_void_p]),
+    "rd_kafka_mock_get_requests": (
+        ctypes.POINTER(ctypes.c_void_p),
+        [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)],
+    ),
+    "rd_kafka_mock_request_destroy_array": (
+        None,
+        [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t],
+    ),
+    "rd_kafka_mock_request_id": (ctypes.c_int32, [ctypes.c_void_p]),
+    "rd_kafka_mock_request_api_key": (ctypes.c_int16, [ctypes.c_void_p]),
+    "rd_kafka_mock_request_timestamp": (ctypes.c_int64, [ctypes.c_void_p]),
+}
+
+# Without these there is no development broker at all.
+_REQUIRED = (
+    "rd_kafka_conf_new",
+    "rd_kafka_new",
+    "rd_kafka_mock_cluster_new",
+    "rd_kafka_mock_cluster_destroy",
+    "rd_kafka_mock_cluster_bootstraps",
+    "rd_kafka_mock_topic_create",
+)
+
+
+def librdkafka() -> ctypes.CDLL:
+    """The bundled librdkafka with the mock cluster functions declared."""
+    global _LIB
+    with _LIB_LOCK:
+        if _LIB is None:
+            lib = ctypes.CDLL(find_librdkafka())
+            for name, (restype, argtypes) in _SIGNATURES.items():
+                if not hasattr(lib, name):
+                    if name in _REQUIRED:
+                        msg = f"bundled librdkafka lacks {name}; no development broker"
+                        raise UsageError(msg)
+                    continue
+                fn = getattr(lib, name)
+                fn.restype = restype
+                fn.argtypes = argtypes
+            _LIB = lib
+        return _LIB
+
+
+def has_symbol(name: str) -> bool:
+    return hasattr(librdkafka(), name)
+
+
+def librdkafka_version() -> str:
+    raw: bytes = librdkafka().rd_kafka_version_str()
+    return raw.decode()
+
+
+def error_code(value: int | str) -> int:
+    """An error code from an int or a confluent_kafka.KafkaError name (``_TRANSPORT``)."""
+    if isinstance(value, bool):
+        msg = f"not an error code: {value!r}"
+        raise ValueError(msg)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        text = value.strip()
+        if re.fullmatch(r"-?\d+", text):
+            return int(text)
+        from confluent_kafka import KafkaError
+
+        for candidate in (text, text.upper(), "_" + text.upper().lstrip("_")):
+            code = getattr(KafkaError, candidate, None)
+            if isinstance(code, int):
+                return code
+    msg = f"unknown Kafka error {value!r} (use a code or a KafkaError name)"
+    raise ValueError(msg)
+
+
+def error_name(code: int) -> str:
+    lib = librdkafka()
+    raw = lib.rd_kafka_err2name(code)
+    return raw.decode() if raw else str(code)
+
+
+def api_key(value: int | str) -> int:
+    """A protocol ApiKey from an int or a request name (``Produce``, ``Fetch``...)."""
+    if isinstance(value, bool):
+        msg = f"not an api key: {value!r}"
+        raise ValueError(msg)
+    if isinstance(value, int):
+        key = value
+    elif isinstance(value, str) and re.fullmatch(r"\d+", value.strip()):
+        key = int(value.strip())
+    elif isinstance(value, str):
+        by_lower = {k.lower(): v for k, v in API_KEYS.items()}
+        if value.strip().lower() not in by_lower:
+            msg = f"unknown api key {value!r}; known: {', '.join(API_KEYS)}"
+            raise ValueError(msg)
+        key = by_lower[value.strip().lower()]
+    else:
+        msg = f"not an api key: {value!r}"
+        raise ValueError(msg)
+    if not 0 <= key < 2**15:
+        msg = f"api key out of range: {key}"
+        raise ValueError(msg)
+    return key
+
+
+class MockCluster:
+    """One librdkafka mock cluster, owned by this process; calls are serialized."""
+
+    def __init__(self, brokers: int = 1) -> None:
+        if brokers < 1:
+            msg = "a mock cluster needs at least one broker"
+            raise ValueError(msg)
+        self._lib = librdkafka()
+        self._lock = threading.Lock()
+        self.brokers = brokers
+        lib = self._lib
+        conf = lib.rd_kafka_conf_new()
+        errstr = ctypes.create_string_buffer(512)
+        # The handle only hosts the cluster; it connects nowhere, so keep its
+        # "no bootstrap.servers" notice out of the log (warnings stay).
+        for key, value in (("client.id", "amends-devbroker"), ("log_level", "4")):
+            if lib.rd_kafka_conf_set(conf, key.encode(), value.encode(), errstr, 512) != 0:
+                lib.rd_kafka_conf_destroy(conf)
+                msg = f"librdkafka configuration {key}: {errstr.value.decode()}"
+                raise UsageError(msg)
+        rk = lib.rd_kafka_new(_RD_KAFKA_PRODUCER, conf, errstr, 512)
+        if not rk:
+            lib.rd_kafka_conf_destroy(conf)
+            msg = f"librdkafka handle: {errstr.value.decode()}"
+            raise UsageError(msg)
+        mcluster = lib.rd_kafka_mock_cluster_new(rk, brokers)
+        if not mcluster:
+            lib.rd_kafka_destroy(rk)
+            msg = "librdkafka could not create the mock cluster"
+            raise UsageError(msg)
+        self._rk: int | None = rk
+        self._mc: int | None = mcluster
+        self.bootstrap: str = lib.rd_kafka_mock_cluster_bootstraps(mcluster).decode()
+
+    # -- helpers
+    def _handle(self) -> int:
+        if self._mc is None:
+            msg = "mock cluster is closed"
+            raise RuntimeError(msg)
+        return self._mc
+
+    def _fn(self, name: str) -> Any:
+        if not hasattr(self._lib, name):
+            msg = f"{name} is not in the bundled librdkafka {librdkafka_version()}"
+            raise NotImplementedError(msg)
+        return getattr(self._lib, name)
+
+    def _check(self, what: str, code: int) -> None:
+        if code != 0:
+            raw = self._lib.rd_kafka_err2str(code)
+            raise MockError(what, code, error_name(code), raw.decode() if raw else "")
+
+    # -- topics
+    def create_topic(self, topic: str, partitions: int, replication_factor: int = 1) -> None:
+        with self._lock:
+            code = self._fn("rd_kafka_mock_topic_create")(
+                self._handle(), topic.encode(), partitions, replication_factor
+            )
+        self._check(f"create topic {topic}", code)
+
+    def delete_topic(self, topic: str) -> None:
+        with self._lock:
+            code = self._fn("rd_kafka_mock_topic_delete")(self._handle(), topic.encode())
+        self._check(f"delete topic {topic}", code)
+
+    def set_topic_error(self, topic: str, code: int) -> None:
+        with self._lock:
+            self._fn("rd_kafka_mock_topic_set_error")(self._handle(), topic.encode(), code)
+
+    def delete_records(self, topic: str, partition: int, before_offset: int) -> None:
+        with self._lock:
+            code = self._fn("rd_kafka_mock_partition_delete_records")(
+                self._handle(), topic.encode(), partition, before_offset
+            )
+        self._check(f"delete records {topic}[{partition}] before {before_offset}", code)
+
+    # -- brokers
+    def broker_down(self, broker: int) -> None:
+        with self._lock:
+            code = self._fn("rd_kafka_mock_broker_set_down")(self._handle(), broker)
+        self._check(f"broker {broker} down", code)
+
+    def broker_up(self, broker: int) -> None:
+        with self._lock:
+            code = self._fn("rd_kafka_mock_broker_set_up")(self._handle(), broker)
+        self._check(f"broker {broker} up", code)
+
+    def set_rtt(self, broker: int, rtt_ms: int) -> None:
+        with self._lock:
+            code = self._fn("rd_kafka_mock_broker_set_rtt")(self._handle(), broker, rtt_ms)
+        self._check(f"broker {broker} rtt", code)
+
+    # -- request errors and tracking
+    def push_request_errors(self, key: int, errors: Sequence[int]) -> None:
+        arr = (ctypes.c_int * len(errors))(*errors)
+        with self._lock:
+            self._fn("rd_kafka_mock_push_request_errors_array")(
+                self._handle(), key, len(errors), arr
+            )
+
+    def clear_request_errors(self, key: int) -> None:
+        with self._lock:
+            self._fn("rd_kafka_mock_clear_request_errors")(self._handle(), key)
+
+    def track_requests(self, enabled: bool) -> None:
+        name = (
+            "rd_kafka_mock_start_request_tracking"
+            if enabled
+            else "rd_kafka_mock_stop_request_tracking"
+        )
+        with self._lock:
+            self._fn(name)(self._handle())
+
+    def requests(self, clear: bool = False) -> list[tuple[int, int, int]]:
+        """Tracked requests as (broker id, api key, timestamp in microseconds)."""
+        cnt = ctypes.c_size_t(0)
+        out: list[tuple[int, int, int]] = []
+        with self._lock:
+            mc = self._handle()
+            arr = self._fn("rd_kafka_mock_get_requests")(mc, ctypes.byref(cnt))
+            if arr:
+                lib = self._lib
+                for i in range(cnt.value):
+                    req = arr[i]
+                    out.append(
+                        (
+                            lib.rd_kafka_mock_request_id(req),
+                            lib.rd_kafka_mock_request_api_key(req),
+                            lib.rd_kafka_mock_request_timestamp(req),
+                        )
+                    )
+                lib.rd_kafka_mock_request_destroy_array(arr, cnt.value)
+            if clear:
+                self._fn("rd_kafka_mock_clear_requests")(mc)
+        return out
+
+    def close(self) -> None:
+        with self._lock:
+            mc, rk = self._mc, self._rk
+            self._mc = self._rk = None
+            if mc is not None:
+                self._lib.rd_kafka_mock_cluster_destroy(mc)
+            if rk is not None:
+                self._lib.rd_kafka_destroy(rk)
+
+
+# --------------------------------------------------------------------------
+# the broker process
+
+
+def parse_topic(spec: str) -> tuple[str, int]:
+    """``NAME:PARTITIONS`` (``NAME`` alone means one partition)."""
+    name, sep, count = spec.rpartition(":")
+    if not sep:
+        name, count = spec, "1"
+    if not TOPIC_RE.match(name) or name in (".", ".."):
+        msg = f"--topic {spec!r}: topic names are 1-249 of [A-Za-z0-9._-]"
+        raise UsageError(msg)
+    if not count.isdigit() or not 1 <= int(count) <= 10_000:
+        msg = f"--topic {spec!r}: PARTITIONS must be a whole number from 1 to 10000"
+        raise UsageError(msg)
+    return name, int(count)
+
+
+_LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "::1"}
+
+
+def parse_control(spec: str) -> tuple[str, Any]:
+    """("unix", path) or ("tcp", (host, port)); TCP only on loopback."""
+    if is_unix_address(spec):
+        path = Path(spec)
+        if not path.parent.is_dir():
+            msg = f"--control {spec}: directory {path.parent} does not exist"
+            raise UsageError(msg)
+        return "unix", str(path)
+    try:
+        host, port = split_host_port(spec)
+    except ValueError as e:
+        msg = f"--control {e}"
+        raise UsageError(msg) from None
+    if host not in _LOOPBACK_HOSTS and not host.startswith("127."):
+        msg = f"--control {spec}: the control channel has no authentication; use a loopback host"
+        raise UsageError(msg)
+    if port > 65535:
+        msg = f"--control {spec}: port out of range"
+        raise UsageError(msg)
+    return "tcp", (host, port)
+
+
+def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=2, sort_keys=True)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _field(req: Mapping[str, Any], name: str, kind: type, default: Any = ...) -> Any:
+    if name not in req:
+        if default is ...:
+            msg = f"missing field {name!r}"
+            raise ValueError(msg)
+        return default
+    value = req[name]
+    if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
+        msg = f"field {name!r} must be an integer"
+        raise ValueError(msg)
+    if kind is str and not isinstance(value, str):
+        msg = f"field {name!r} must be a string"
+        raise ValueError(msg)
+    return value
+
+
+class BrokerServer:
+    """State and command dispatch of one running development broker."""
+
+    def __init__(self, cluster: MockCluster, state_file: Path | None) -> None:
+        self.cluster = cluster
+        self.state_file = state_file
+        self.topics: dict[str, int] = {}
+        self.down: set[int] = set()
+        self.control_address = ""
+        self.started_at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        self.stop_event = threading.Event()
+        self.stop_reason = ""
+        self._state_lock = threading.Lock()
+        self._cmd_lock = threading.Lock()  # one control command at a time
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "bootstrap": self.cluster.bootstrap,
+            "control": self.control_address,
+            "pid": os.getpid(),
+            "brokers": self.cluster.brokers,
+            "broker_ids": list(range(1, self.cluster.brokers + 1)),
+            "down_brokers": sorted(self.down),
+            "topics": dict(sorted(self.topics.items())),
+            "librdkafka": librdkafka_version(),
+            "started_at": self.started_at,
+        }
+
+    def save_state(self) -> None:
+        if self.state_file is None:
+            return
+        with self._state_lock:
+            write_json_atomic(self.state_file, self.state())
+
+    def create_topic(self, name: str, partitions: int, replication_factor: int = 1) -> None:
+        if not TOPIC_RE.match(name):
+            msg = f"illegal topic name {name!r}"
+            raise ValueError(msg)
+        if not 1 <= partitions <= 10_000:
+            msg = "partitions must be from 1 to 10000"
+            raise ValueError(msg)
+        self.cluster.create_topic(name, partitions, replication_factor)
+        self.topics[name] = partitions
+
+    def _broker_id(self, req: Mapping[str, Any]) -> int:
+        broker: int = _field(req, "broker", int)
+        if broker != -1 and not 1 <= broker <= self.cluster.brokers:
+            msg = f"no broker {broker}; ids are 1..{self.cluster.brokers}, or -1 for all"
+            raise ValueError(msg)
+        return broker
+
+    def handle(self, req: Mapping[str, Any]) -> dict[str, Any]:
+        """Run one control command; never raises."""
+        if not isinstance(req, Mapping):
+            return {"ok": False, "error": "a request is a JSON object with a 'cmd' field"}
+        cmd = req.get("cmd")
+        handler = _COMMANDS.get(cmd) if isinstance(cmd, str) else None
+        if handler is None:
+            return {
+                "ok": False,
+                "error": f"unknown command {cmd!r}; commands: {', '.join(sorted(_COMMANDS))}",
+            }
+        try:
+            with self._cmd_lock:
+                reply = handler(self, req)
+        except MockError as e:
+            return {"ok": False, "error": str(e), "code": e.code, "name": e.name}
+        except (ValueError, NotImplementedError, RuntimeError) as e:
+            return {"ok": False, "error": str(e)}
+        return {"ok": True, **reply}
+
+    # -- commands
+    def cmd_ping(self, req: Mapping[str, Any]) -> dict[str, Any]:
+        return {"pid": os.getpid(), "bootstrap": self.cluster.bootstrap}
+
+    def cmd_status(self, req: Mapping[str, Any]) -> dict[str, Any]:
+        return self.state()
+
+    def cmd_create_topic(self, req: Mapping[str, Any]) -> dict[str, Any]:
+        topic = _field(req, "topic", str)
+        partitions = _field(req, "partitions", int, 1)
+        rf = _field(req, "replication_factor", int, 1)
+        self.create_topic(topic, partitions, rf)
+        self.save_state()
+        return {"topic": topic, "partitions": partitions}
+
+    def cmd_delete_topic(self, req: Mapping[str, Any]) -> dict[str, Any]:
+        topic = _field(req, "topic", str)
+        self.cluster.delete_topic(topic)
+        self.topics.pop(topic, None)
+        self.save_state()
+        return {"topic": topic}
+
+    def cmd_broker_down(self, req: Mapping[str, Any]) -> dict[str, Any]:
+        broker = self._broker_id(req)
+        self.cluster.broker_down(broker)
+        ids = range(1, self.cluster.brokers + 1) if broker == -1 else [broker]
+        self.down.update(ids)
+        self.save_state()
+        return {"broker": broker, "down_brokers": sorted(self.down)}
+
+    def cmd_broker_up(self, req: Mapping[str, Any]) -> dict[str, Any]:
+        broker = self._broker_id(req)
+        self.cluster.broker_up(broker)
+        if broker == -1:
+            self.down.clear()
+        else:
+            self.down.discard(broker)
+        self.save_state()
+        return {"broker": broker, "down_brokers": sorted(self.down)}
+
+    def cmd_set_rtt(self, req: Mapping[str, Any]) -> dict[str, Any]:
+        broker = self._broker_id(req)
+        rtt = _field(req, "rtt_ms", int)
+        if rtt < 0:
+            msg = "rtt_ms must not be negative"
+            raise ValueError(msg)
+        self.cluster.set_rtt(broker, rtt)
+        return {"broker": broker, "rtt_ms": rtt}
+
+    def cmd_push_request_errors(self, req: Mapping[str, Any]) -> dict[str, Any]:
+        key = api_key(req.get("api_key", ""))
+        raw = req.get("errors")
+        if not isinstance(raw, list) or not raw:
+            msg = "field 'errors' must be a non-empty list of error codes or names"
+            raise ValueError(msg)
+        codes = [error_code(e) for e in raw]
+        self.cluster.push_request_errors(key, codes)
+        return {
+            "api_key": key,
+            "api": API_NAMES.get(key, str(key)),
+            "errors": [error_name(c) for c in codes],
+        }
+
+    def cmd_clear_request_errors(self, req: Mapping[str, Any]) -> dict[str, Any]:
+        key = api_key(req.get("api_key", ""))
+        self.cluster.clear_request_errors(key)
+        return {"api_key": key}
+
+    def cmd_topic_error(self, req: Mapping[str, Any]) -> dict[str, Any]:
+        topic = _field(req, "topic", str)
+        code = error_code(req.get("error", 0))
+        self.cluster.set_topic_error(topic, code)
+        return {"topic": topic, "error": error_name(code)}
+
+    def cmd_delete_records(self, req: Mapping[str, Any]) -> dict[str, Any]:
+        topic = _field(req, "topic", str)
+        partition = _field(req, "partition", int)
+        offset = _field(req, "offset", int)
+        self.cluster.delete_records(topic, partition, offset)
+        return {"topic": topic, "partition": partition, "low_watermark": offset}
+
+    def cmd_track_requests(self, req: Mapping[str, Any]) -> dict[str, Any]:
+        enabled = req.get("enabled", True)
+        if not isinstance(enabled, bool):
+            msg = "field 'enabled' must be true or false"
+            raise ValueError(msg)
+        self.cluster.track_requests(enabled)
+        return {"enabled": enabled}
+
+    def cmd_requests(self, req: Mapping[str, Any]) -> dict[str, Any]:
+        clear = req.get("clear", False)
+        if not isinstance(clear, bool):
+            msg = "field 'clear' must be true or false"
+            raise ValueError(msg)
+        reqs = self.cluster.requests(clear=clear)
+        counts: dict[str, int] = {}
+        for _, key, _ in reqs:
+            name = API_NAMES.get(key, str(key))
+            counts[name] = counts.get(name, 0) + 1
+        return {
+            "counts": counts,
+            "requests": [
+                {"broker": b, "api_key": k, "api": API_NAMES.get(k, str(k)), "ts_us": ts}
+                for b, k, ts in reqs
+            ],
+        }
+
+    def cmd_stop(self, req: Mapping[str, Any]) -> dict[str, Any]:
+        self.stop_reason = "stop command"
+        # Set after the reply is written (see _ControlHandler).
+        return {"stopping": True}
+
+
+_COMMANDS = {
+    "ping": BrokerServer.cmd_ping,
+    "status": BrokerServer.cmd_status,
+    "create-topic": BrokerServer.cmd_create_topic,
+    "delete-topic": BrokerServer.cmd_delete_topic,
+    "broker-down": BrokerServer.cmd_broker_down,
+    "broker-up": BrokerServer.cmd_broker_up,
+    "set-rtt": BrokerServer.cmd_set_rtt,
+    "push-request-errors": BrokerServer.cmd_push_request_errors,
+    "clear-request-errors": BrokerServer.cmd_clear_request_errors,
+    "topic-error": BrokerServer.cmd_topic_error,
+    "delete-records": BrokerServer.cmd_delete_records,
+    "track-requests": BrokerServer.cmd_track_requests,
+    "requests": BrokerServer.cmd_requests,
+    "stop": BrokerServer.cmd_stop,
+}
+
+
+class _ControlHandler(socketserver.StreamRequestHandler):
+    timeout = 300
+
+    def handle(self) -> None:
+        broker: BrokerServer = self.server.broker  # type: ignore[attr-defined]
+        for raw in self.rfile:
+            if not raw.strip():
+                continue
+            try:
+                req = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError) as e:
+                reply: dict[str, Any] = {"ok": False, "error": f"not JSON: {e}"}
+            else:
+                reply = broker.handle(req)
+            self.wfile.write(json.dumps(reply, separators=(",", ":")).encode() + b"\n")
+            self.wfile.flush()
+            if reply.get("ok") and isinstance(req, dict) and req.get("cmd") == "stop":
+                broker.stop_event.set()
+                return
+
+
+class _ControlServer:
+    broker: BrokerServer
+
+
+class _TCPControl(_ControlServer, socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+class _TCP6Control(_TCPControl):
+    address_family = socket.AF_INET6
+
+
+class _UnixControl(_ControlServer, socketserver.ThreadingUnixStreamServer):
+    daemon_threads = True
+
+
+def _claim_unix_socket(path: str) -> None:
+    """Remove a stale socket file; refuse if a live broker answers on it."""
+    if not os.path.exists(path):
+        return
+    import stat
+
+    if not stat.S_ISSOCK(os.lstat(path).st_mode):
+        msg = f"--control {path}: exists and is not a socket"
+        raise UsageError(msg)
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(path)
+    except OSError:
+        os.unlink(path)  # nobody listens: stale
+    else:
+        msg = f"--control {path}: another process is listening on it"
+        raise UsageError(msg)
+    finally:
+        probe.close()
+
+
+def _check_state_file(path: Path) -> None:
+    """Refuse to overwrite the state file of a broker that still answers."""
+    if not path.exists():
+        if not path.parent.is_dir():
+            msg = f"--state-file {path}: directory {path.parent} does not exist"
+            raise UsageError(msg)
+        return
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+        reply = BrokerControl(state["control"], timeout=2.0).send({"cmd": "ping"})
+    except (OSError, ValueError, KeyError, TypeError, BrokerControlError):
+        return  # stale
+    if reply.get("ok"):
+        msg = f"--state-file {path}: a broker is running there (pid {reply.get('pid')})"
+        raise UsageError(msg)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--topic",
+        action="append",
+        default=[],
+        metavar="NAME:PARTITIONS",
+        help="create this topic at start (repeatable)",
+    )
+    parser.add_argument(
+        "--brokers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="number of mock brokers, ids 1..N (default 1)",
+    )
+    parser.add_argument(
+        "--state-file",
+        metavar="PATH",
+        help="write bootstrap, control address, pid and topics here as JSON once ready; "
+        "removed on exit",
+    )
+    parser.add_argument(
+        "--control",
+        default="127.0.0.1:0",
+        metavar="HOST:PORT|SOCKET",
+        help="control channel: loopback HOST:PORT (port 0 picks one) or a unix socket path "
+        "(default 127.0.0.1:0)",
+    )
+    parser.add_argument(
+        "--exit-with-parent",
+        action="store_true",
+        help="stop when the process that started this one exits (used by DevBroker)",
+    )
+
+
+def serve(args: argparse.Namespace) -> int:
+    """Run the broker in the foreground until SIGTERM, SIGINT or the stop command."""
+    topics = [parse_topic(t) for t in args.topic]
+    names = [n for n, _ in topics]
+    if len(set(names)) != len(names):
+        msg = "--topic: a topic is named twice"
+        raise UsageError(msg)
+    if not 1 <= args.brokers <= 64:
+        msg = "--brokers must be from 1 to 64"
+        raise UsageError(msg)
+    kind, where = parse_control(args.control)
+    state_file = Path(args.state_file).resolve() if args.state_file else None
+    if state_file is not None:
+        _check_state_file(state_file)
+    if kind == "unix":
+        _claim_unix_socket(where)
+    parent = os.getppid()
+
+    stop = threading.Event()
+    server_reason = [""]
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        server_reason[0] = signal.Signals(signum).name
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    cluster: MockCluster | None = None
+    control: _TCPControl | _UnixControl | None = None
+    control_thread: threading.Thread | None = None
+    broker: BrokerServer | None = None
+    try:
+        try:
+            cluster = MockCluster(args.brokers)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        broker = BrokerServer(cluster, state_file)
+        broker.stop_event = stop
+        for name, partitions in topics:
+            try:
+                broker.create_topic(name, partitions)
+            except MockError as e:
+                msg = f"--topic {name}: {e}"
+                raise UsageError(msg) from None
+        try:
+            if kind == "unix":
+                control = _UnixControl(where, _ControlHandler)
+                broker.control_address = where
+            else:
+                host, port = where
+                server_class = _TCP6Control if ":" in host else _TCPControl
+                control = server_class((host, port), _ControlHandler)
+                bound_host, bound_port = str(control.server_address[0]), control.server_address[1]
+                if ":" in bound_host:
+                    bound_host = f"[{bound_host}]"
+                broker.control_address = f"{bound_host}:{bound_port}"
+        except OSError as e:
+            msg = f"--control {args.control}: {e}"
+            raise UsageError(msg) from None
+        control.broker = broker
+        control_thread = threading.Thread(
+            target=control.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        control_thread.start()
+        broker.save_state()
+        print(f"bootstrap={cluster.bootstrap}", flush=True)
+        print(
+            f"amends broker: ready: bootstrap={cluster.bootstrap} "
+            f"control={broker.control_address} pid={os.getpid()} "
+            f"librdkafka={librdkafka_version()}",
+            file=sys.stderr,
+            flush=True,
+        )
+        while not stop.wait(0.25):
+            if args.exit_with_parent and os.getppid() != parent:
+                server_reason[0] = "parent exited"
+                stop.set()
+        reason = server_reason[0] or broker.stop_reason or "stop"
+        print(f"amends broker: stopping ({reason})", file=sys.stderr, flush=True)
+    finally:
+        if control is not None:
+            if control_thread is not None:
+                control.shutdown()  # blocks unless serve_forever runs
+            control.server_close()
+            if kind == "unix":
+                try:
+                    os.unlink(where)
+                except FileNotFoundError:
+                    pass
+        if cluster is not None:
+            cluster.close()
+        if state_file is not None and broker is not None:
+            try:
+                state = json.loads(state_file.read_text(encoding="utf-8"))
+                if state.get("pid") == os.getpid():
+                    state_file.unlink()
+            except (OSError, ValueError):
+                pass
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m amends_pipeline.kafka.devbroker",
+        description="Run the development Kafka broker (librdkafka mock cluster) in the "
+        "foreground; same as `amends broker`.",
+    )
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return serve(args)
+    except UsageError as e:
+        print(f"amends broker: {e}", file=sys.stderr)
+        return 2
+
+
+# --------------------------------------------------------------------------
+# starting a broker process from Python
+
+
+class DevBrokerError(Exception):
+    """The broker process did not start or did not stop as expected."""
+
+
+class DevBroker:
+    """A development broker in a separate process, for tests and tools.
+
+    ::
+
+        with DevBroker(topics={"source": 4}) as broker:
+            Producer({"bootstrap.servers": broker.bootstrap, ...})
+            broker.control("broker-down", broker=1)
+
+    The process is ``python -m amends_pipeline.kafka.devbroker``; readiness is
+    its state file appearing; ``stop()`` sends SIGTERM (SIGKILL after a
+    timeout) and returns the exit code. The process also stops by itself if
+    the process that started it exits.
+    """
+
+    def __init__(
+        self,
+        topics: Mapping[str, int] | Iterable[tuple[str, int]] = (),
+        brokers: int = 1,
+        *,
+        control: str | None = None,
+        workdir: str | Path | None = None,
+        python: str | None = None,
+        startup_timeout: float = 20.0,
+        extra_env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.topics = dict(topics.items() if isinstance(topics, Mapping) else topics)
+        self.brokers = brokers
+        self._control_spec = control
+        self._own_workdir = workdir is None
+        self.workdir = Path(workdir) if workdir is not None else None
+        self.python = python or sys.executable
+        self.startup_timeout = startup_timeout
+        self.extra_env = dict(extra_env or {})
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.state: dict[str, Any] = {}
+        self.returncode: int | None = None
+
+    # -- paths
+    @property
+    def state_file(self) -> Path:
+        assert self.workdir is not None
+        return self.workdir / "broker.json"
+
+    @property
+    def log_file(self) -> Path:
+        assert self.workdir is not None
+        return self.workdir / "broker.log"
+
+    @property
+    def stdout_file(self) -> Path:
+        assert self.workdir is not None
+        return self.workdir / "broker.out"
+
+    # -- facts of the running broker
+    @property
+    def bootstrap(self) -> str:
+        return str(self.state["bootstrap"])
+
+    @property
+    def control_address(self) -> str:
+        return str(self.state["control"])
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
+        """An environment for child processes with AMENDS_KAFKA_BOOTSTRAP set."""
+        env = dict(os.environ if base is None else base)
+        env[BOOTSTRAP_ENV] = self.bootstrap
+        return env
+
+    def command(self) -> list[str]:
+        cmd = [self.python, "-m", "amends_pipeline.kafka.devbroker", "--exit-with-parent"]
+        cmd += ["--brokers", str(self.brokers), "--state-file", str(self.state_file)]
+        for name, partitions in self.topics.items():
+            cmd += ["--topic", f"{name}:{partitions}"]
+        if self._control_spec is not None:
+            cmd += ["--control", self._control_spec]
+        return cmd
+
+    def log(self) -> str:
+        try:
+            return self.log_file.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+
+    # -- lifecycle
+    def start(self) -> DevBroker:
+        if self.proc is not None:
+            msg = "already started"
+            raise DevBrokerError(msg)
+        if self.workdir is None:
+            self.workdir = Path(tempfile.mkdtemp(prefix="amends-broker-"))
+        env = dict(os.environ)
+        env.update(self.extra_env)
+        env["PYTHONUNBUFFERED"] = "1"
+        with open(self.stdout_file, "wb") as out, open(self.log_file, "wb") as err:
+            self.proc = subprocess.Popen(
+                self.command(), stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env
+            )
+        deadline = time.monotonic() + self.startup_timeout
+        try:
+            while True:
+                code = self.proc.poll()
+                if code is not None:
+                    self.returncode = code
+                    msg = f"broker exited with {code} before it was ready:\n{self.log()}"
+                    raise DevBrokerError(msg)
+                state = self._read_state()
+                if state is not None and state.get("pid") == self.proc.pid:
+                    self.state = state
+                    return self
+                if time.monotonic() > deadline:
+                    msg = f"broker not ready after {self.startup_timeout:.0f}s:\n{self.log()}"
+                    raise DevBrokerError(msg)
+                time.sleep(0.02)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _read_state(self) -> dict[str, Any] | None:
+        try:
+            state: dict[str, Any] = json.loads(self.state_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return state
+
+    def refresh_state(self) -> dict[str, Any]:
+        state = self._read_state()
+        if state is not None:
+            self.state = state
+        return self.state
+
+    def control(self, cmd: str, **fields: Any) -> dict[str, Any]:
+        """Send one control command; raises BrokerControlError unless it succeeded."""
+        return BrokerControl(self.control_address).request(cmd, **fields)
+
+    def create_topic(self, topic: str, partitions: int = 1) -> dict[str, Any]:
+        return self.control("create-topic", topic=topic, partitions=partitions)
+
+    def delete_topic(self, topic: str) -> dict[str, Any]:
+        return self.control("delete-topic", topic=topic)
+
+    def broker_down(self, broker: int = -1) -> dict[str, Any]:
+        return self.control("broker-down", broker=broker)
+
+    def broker_up(self, broker: int = -1) -> dict[str, Any]:
+        return self.control("broker-up", broker=broker)
+
+    def push_request_errors(self, api: int | str, errors: Sequence[int | str]) -> dict[str, Any]:
+        return self.control("push-request-errors", api_key=api, errors=list(errors))
+
+    def delete_records(self, topic: str, partition: int, offset: int) -> dict[str, Any]:
+        return self.control("delete-records", topic=topic, partition=partition, offset=offset)
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout: float = 10.0) -> int | None:
+        """SIGTERM, wait, SIGKILL if needed; return the exit code. Idempotent."""
+        proc = self.proc
+        if proc is not None and self.returncode is None:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            self.returncode = proc.returncode
+        if self._own_workdir and self.workdir is not None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+        return self.returncode
+
+    def __enter__(self) -> DevBroker:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
