@@ -1,0 +1,1 @@
+"""Reproducible measurements of amends; `make bench` / `amends bench` runs them all."""

@@ -1,0 +1,62 @@
+"""Run every benchmark and write docs/benchmarks.md and docs/benchmarks.json.
+
+    python -m benchmarks.run            # defaults: under 15 minutes on 2 cores
+    python -m benchmarks.run --tiny     # seconds; what CI runs to keep the code honest
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from tqdm import tqdm
+
+from benchmarks.harness import Figure, write_report
+
+ROOT = Path(__file__).resolve().parents[1]
+Suite = Callable[[argparse.Namespace], list[Figure]]
+
+
+def _core(a: argparse.Namespace) -> list[Figure]:
+    from benchmarks import core_bench
+
+    sizes = (200, 1_000) if a.tiny else tuple(a.core_days)
+    return core_bench.run(sizes=sizes, runs=2 if a.tiny else a.runs, ops=100 if a.tiny else 2_000)
+
+
+SUITES: dict[str, Suite] = {"core": _core}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tiny", action="store_true", help="tiny sizes (seconds); numbers are meaningless")
+    p.add_argument("--runs", type=int, default=5, help="runs per figure (median, min, max)")
+    p.add_argument("--only", action="append", choices=sorted(SUITES), help="run only these suites")
+    p.add_argument("--core-days", type=int, nargs="+", default=[1_000, 10_000, 100_000], metavar="N")
+    p.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"), help="markdown report path")
+
+
+def execute(a: argparse.Namespace) -> int:
+    started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    names = a.only or list(SUITES)
+    figures: list[Figure] = []
+    t0 = time.perf_counter()
+    for name in tqdm(names, desc="benchmarks", unit="suite", file=sys.stderr):
+        figures += SUITES[name](a)
+    out = Path(a.out)
+    write_report(figures, out, out.with_suffix(".json"), started)
+    print(f"{len(figures)} figures in {time.perf_counter() - t0:.0f}s -> {out}", file=sys.stderr)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(p)
+    return execute(p.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
