@@ -1,0 +1,1 @@
+"""Durable PostgreSQL adapter: processing store, view store, migrations."""

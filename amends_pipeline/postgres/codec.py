@@ -1,0 +1,191 @@
+"""KeyState and output intent to table rows and back.
+
+A key's durable state is split by how it changes:
+
+* ``observations``: one append-only row per accepted source record (the
+  revision evidence). Authority, blocked identities, conflicts and status are
+  all derived from it on load, so nothing about them is stored twice.
+* ``key_days``: one row per activity day (total, active count, close, alert
+  flag). A repair from day ``d`` rewrites only rows ``>= d``.
+* ``outputs``: the latest committed envelope per output ID, as columns. The
+  cause's source and partition are those of the key (accepted records are
+  checked for both), so only offset, transaction and revision are stored.
+
+Instants are stored as (UTC day, nanoseconds of day) because years 1..9999
+in nanoseconds leave 64 bits.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from amends_core import fold, timefmt
+from amends_core.ledger import (
+    SCHEMA_VERSION,
+    AlertRow,
+    Cause,
+    ConflictRef,
+    Coordinates,
+    Envelope,
+    Family,
+    KeyConfig,
+    MessageType,
+    OutputID,
+    Payload,
+    Status,
+    Transaction,
+    compact_json,
+)
+
+NS_PER_DAY = timefmt.NS_PER_DAY
+
+FAMILY_CODE: dict[Family, int] = {Family.BALANCE: 0, Family.ALERT: 1, Family.STATUS: 2}
+CODE_FAMILY: dict[int, Family] = {v: k for k, v in FAMILY_CODE.items()}
+WITHDRAWN = Payload(present=False)
+
+
+def split_instant(ns: int) -> tuple[int, int]:
+    """(day, nanoseconds of day) with 0 <= nanoseconds < one day."""
+    return divmod(ns, NS_PER_DAY)
+
+
+def join_instant(day: int, nod: int) -> int:
+    return day * NS_PER_DAY + nod
+
+
+# ---------------------------------------------------------------- evidence
+
+
+def observation_row(key_id: int, txn: Transaction, offset: int, candidate: int) -> tuple[Any, ...]:
+    """Row of ``observations`` for one accepted record."""
+    vd, vn = divmod(txn.valid_ns, NS_PER_DAY)
+    sd, sn = divmod(txn.source_ns, NS_PER_DAY)
+    return (key_id, offset, txn.txn_id, txn.revision, candidate, txn.kind, vd, vn, txn.qty, sd, sn)
+
+
+def rebuild_key_state(
+    kc: KeyConfig,
+    source: str,
+    observations: Iterable[tuple[Any, ...]],
+    days: Iterable[tuple[Any, ...]],
+) -> fold.KeyState:
+    """A KeyState equal to the one the installs produced, from stored rows.
+
+    ``observations``: (offset, txn_id, revision, candidate, kind, valid_day,
+    valid_nod, qty, source_day, source_nod) in offset order.
+    ``days``: (day, total, active_count, close, alert) in day order.
+    """
+    st = fold.new_key_state(kc)
+    key = kc.key
+    part = kc.partition
+    idents = st.identities
+    for off, tid, rev, cand, kind, vd, vn, qty, sd, sn in observations:
+        coords = Coordinates(source, part, off)
+        ident = idents.get(tid)
+        if ident is None:
+            ident = fold.Identity(rev, {})
+            idents[tid] = ident
+        group = ident.revisions.setdefault(rev, [])
+        if cand == len(group):
+            txn = Transaction(
+                tid, rev, kind, key, vd * NS_PER_DAY + vn, qty, sd * NS_PER_DAY + sn
+            )
+            group.append(fold.Candidate(txn, [coords]))
+        elif cand < len(group):
+            group[cand].sources.append(coords)
+        else:
+            msg = f"observation at offset {off} names candidate {cand} of {len(group)}"
+            raise ValueError(msg)
+        if rev > ident.highest:
+            ident.highest = rev
+    for tid, ident in idents.items():
+        for rev, group in ident.revisions.items():
+            if len(group) > 1:
+                st.conflicts.add(ConflictRef(tid, rev))
+        top = ident.revisions[ident.highest]
+        if len(top) > 1:
+            st.blocked.add(tid)
+        elif top[0].txn.active:
+            t = top[0].txn
+            st.active[tid] = (t.day, t.qty)
+    st.touched = bool(idents)
+    if st.blocked:
+        st.status = Status.BLOCKED
+        st.reasons = tuple(sorted(ConflictRef(t, idents[t].highest) for t in st.blocked))
+    thr = kc.reorder_threshold
+    for day, total, count, close, alert in days:
+        st.days.append(day)
+        st.totals.append(int(total))
+        st.counts.append(count)
+        st.closes.append(close)
+        if alert:
+            st.alerts[day] = AlertRow(day, thr, close)
+    return st
+
+
+def day_rows(key_id: int, st: fold.KeyState, start: int) -> list[tuple[Any, ...]]:
+    """Rows of ``key_days`` for the key's days from index ``start`` on."""
+    alerts = st.alerts
+    return [
+        (key_id, d, t, c, cl, d in alerts)
+        for d, t, c, cl in zip(
+            st.days[start:], st.totals[start:], st.counts[start:], st.closes[start:], strict=True
+        )
+    ]
+
+
+# ---------------------------------------------------------------- outputs
+
+
+def output_row(key_id: int, env: Envelope) -> tuple[Any, ...]:
+    """Row of ``outputs`` for the latest envelope of an output ID."""
+    oid, p, c = env.output_id, env.payload, env.cause
+    reasons = None
+    status = None
+    if p.status is not None:
+        status = p.status.value
+        reasons = compact_json([[r.txn_id, r.revision] for r in p.reasons])
+    return (
+        key_id,
+        FAMILY_CODE[oid.family],
+        0 if oid.day is None else oid.day,
+        env.version,
+        p.present,
+        p.close,
+        p.threshold,
+        status,
+        reasons,
+        c.offset,
+        c.txn_id,
+        c.revision,
+    )
+
+
+_STATED = {Family.BALANCE: MessageType.BALANCE_STATED, Family.ALERT: MessageType.ALERT_RAISED}
+_RETRACTED = {
+    Family.BALANCE: MessageType.BALANCE_RETRACTED,
+    Family.ALERT: MessageType.ALERT_RETRACTED,
+}
+
+
+def envelope_from_row(namespace: str, kc: KeyConfig, source: str, row: tuple[Any, ...]) -> Envelope:
+    """Inverse of ``output_row`` (without the key id): the committed envelope."""
+    family_code, day, version, present, close, threshold, status, reasons, c_off, c_txn, c_rev = row
+    family = CODE_FAMILY[family_code]
+    cause = Cause(source, kc.partition, c_off, c_txn, c_rev)
+    if family is Family.STATUS:
+        refs = tuple(ConflictRef(t, r) for t, r in json.loads(reasons or "[]"))
+        payload = Payload(True, status=Status(status), reasons=refs)
+        oid = OutputID(namespace, family, kc.key, None)
+        mtype = MessageType.KEY_STATUS_STATED
+    else:
+        oid = OutputID(namespace, family, kc.key, day)
+        if present:
+            payload = Payload(True, close=close, threshold=threshold)
+            mtype = _STATED[family]
+        else:
+            payload = WITHDRAWN
+            mtype = _RETRACTED[family]
+    return Envelope(SCHEMA_VERSION, oid, version, mtype, payload, cause)

@@ -1,0 +1,210 @@
+"""One PostgreSQL session bound to a schema, with explicit transactions.
+
+The session runs in autocommit mode and every unit of work issues its own
+``BEGIN`` and ``COMMIT``, so the adapter always knows which statement was the
+commit: a session lost during COMMIT is reported as ``CommitUnknown``, a
+session lost anywhere else as ``StoreUnavailable`` (nothing was committed).
+A broken idle session is replaced transparently on the next unit of work.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
+
+from amends_pipeline.postgres.errors import (
+    CommitUnknown,
+    StoreError,
+    StoreUnavailable,
+    one_line,
+    translate,
+)
+
+DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/amends"
+DEFAULT_SCHEMA = "amends"
+
+
+def dsn_from_env() -> str:
+    """``AMENDS_PG_DSN`` when set, else the local development default."""
+    return os.environ.get("AMENDS_PG_DSN") or DEFAULT_DSN
+
+
+def describe(conninfo: str) -> str:
+    """``host:port/dbname`` of a DSN, for messages; never includes a password."""
+    try:
+        d = conninfo_to_dict(conninfo)
+    except psycopg.Error:
+        return "PostgreSQL (unparsable DSN)"
+    host = d.get("host") or d.get("hostaddr") or os.environ.get("PGHOST") or "localhost"
+    port = d.get("port") or os.environ.get("PGPORT") or "5432"
+    db = d.get("dbname") or os.environ.get("PGDATABASE") or d.get("user") or "?"
+    return f"PostgreSQL {host}:{port}/{db}"
+
+
+def open_connection(
+    conninfo: str, schema: str | None, *, connect_timeout: int = 5, application_name: str = "amends"
+) -> psycopg.Connection[Any]:
+    """A new autocommit session whose search_path is ``schema``; StoreUnavailable on failure."""
+    where = describe(conninfo)
+    try:
+        conn = psycopg.connect(
+            conninfo,
+            autocommit=True,
+            connect_timeout=connect_timeout,
+            application_name=application_name,
+        )
+    except psycopg.ProgrammingError as e:  # malformed DSN
+        msg = f"{where}: invalid connection string ({one_line(e)})"
+        raise StoreUnavailable(msg) from e
+    except psycopg.Error as e:
+        msg = f"{where}: cannot connect: {one_line(e)}"
+        raise StoreUnavailable(msg) from e
+    if schema is not None:
+        try:
+            conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+        except psycopg.Error as e:
+            conn.close()
+            raise translate(e, f"{where}: selecting schema {schema!r}") from e
+    return conn
+
+
+class Database:
+    """A lazily (re)connected session on one schema; not thread-safe (one per worker)."""
+
+    def __init__(
+        self,
+        conninfo: str,
+        schema: str = DEFAULT_SCHEMA,
+        *,
+        connect_timeout: int = 5,
+        application_name: str = "amends",
+    ) -> None:
+        self.conninfo = conninfo
+        self.schema = schema
+        self.where = describe(conninfo)
+        self._connect_timeout = connect_timeout
+        self._application_name = application_name
+        self._conn: psycopg.Connection[Any] | None = None
+        self.backend: tuple[int, object] | None = None
+        """(pid, backend_start) of the current server process, for commit resolution."""
+
+    def connection(self) -> psycopg.Connection[Any]:
+        """The live session, reconnecting when the previous one is closed or broken."""
+        c = self._conn
+        if c is not None and not c.closed and not c.broken:
+            if c.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                # A unit of work was abandoned mid-way; nothing of it may survive.
+                try:
+                    c.execute("ROLLBACK")
+                except psycopg.Error:
+                    self.discard()
+                    return self.connection()
+            return c
+        self.discard()
+        c = open_connection(
+            self.conninfo,
+            self.schema,
+            connect_timeout=self._connect_timeout,
+            application_name=self._application_name,
+        )
+        try:
+            row = c.execute(
+                "SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"
+            ).fetchone()
+        except psycopg.Error as e:
+            c.close()
+            raise translate(e, f"{self.where}: identifying the session") from e
+        self.backend = (row[0], row[1]) if row else None
+        self._conn = c
+        return c
+
+    def discard(self) -> None:
+        """Drop the session (closing it); the next unit of work reconnects."""
+        c, self._conn = self._conn, None
+        self.backend = None
+        if c is not None:
+            try:
+                c.close()
+            except Exception:  # noqa: BLE001 - closing a dead session may fail in any way
+                pass
+
+    close = discard
+
+    @contextmanager
+    def transaction(
+        self, where: str, *, snapshot: bool = False
+    ) -> Iterator[psycopg.Connection[Any]]:
+        """BEGIN ... COMMIT around the block; any error rolls back and is translated.
+
+        ``snapshot``: REPEATABLE READ READ ONLY (one consistent view of the data).
+        A lost session during COMMIT raises CommitUnknown.
+        """
+        label = f"{self.where}: {where}"
+        conn = self.connection()
+        try:
+            conn.execute(
+                "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" if snapshot else "BEGIN"
+            )
+            yield conn
+        except psycopg.Error as e:
+            self._abandon(conn)
+            raise translate(e, label) from e
+        except BaseException:
+            self._abandon(conn)
+            raise
+        self.commit(conn, label)
+
+    def commit(self, conn: psycopg.Connection[Any], label: str) -> None:
+        """COMMIT; a lost session here is CommitUnknown, never assumed rolled back."""
+        backend = self.backend
+        try:
+            conn.execute("COMMIT")
+        except psycopg.Error as e:
+            self.discard()
+            err = translate(e, label, committing=True)
+            if isinstance(err, CommitUnknown):
+                err.backend = backend
+            raise err from e
+
+    def rollback(self) -> None:
+        """Roll back the current unit of work, if any; a failing session is dropped."""
+        if self._conn is not None:
+            self._abandon(self._conn)
+
+    def _abandon(self, conn: psycopg.Connection[Any]) -> None:
+        if conn.closed or conn.broken:
+            self.discard()
+            return
+        try:
+            conn.execute("ROLLBACK")
+        except psycopg.Error:
+            self.discard()
+
+
+def check_available(conninfo: str, *, connect_timeout: int = 5) -> None:
+    """Connect once and run ``SELECT 1``; raises StoreUnavailable with a one-line reason."""
+    conn = open_connection(conninfo, None, connect_timeout=connect_timeout)
+    try:
+        conn.execute("SELECT 1")
+    except psycopg.Error as e:
+        raise translate(e, describe(conninfo)) from e
+    finally:
+        conn.close()
+
+
+__all__ = [
+    "DEFAULT_DSN",
+    "DEFAULT_SCHEMA",
+    "Database",
+    "StoreError",
+    "check_available",
+    "describe",
+    "dsn_from_env",
+    "open_connection",
+]

@@ -1,0 +1,146 @@
+"""The PostgreSQL adapter's exceptions, and the one place psycopg errors become them.
+
+Every psycopg exception raised inside this package passes through ``translate``
+(usually via the ``translated`` context manager), so callers only ever see our
+types: a one-line message naming what was being done and where, never a
+driver traceback. The original error stays attached as ``__cause__``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import psycopg
+from psycopg import errors as pgerr
+
+from amends_core.errors import FenceError, OperationError
+
+
+class StoreError(Exception):
+    """Base of every error raised by the PostgreSQL adapter."""
+
+
+class StoreUnavailable(StoreError, OperationError):
+    """The database cannot be reached or used (wrong DSN, missing database, lost connection).
+
+    The failed call committed nothing; retrying it later is safe.
+    """
+
+
+class SchemaError(StoreError):
+    """The schema is missing, older than this code, or its migrations were changed."""
+
+
+class MigrationError(SchemaError):
+    """A migration could not be applied, or applied migrations disagree with the files."""
+
+
+class ConfigMismatch(StoreError, FenceError):
+    """The namespace is registered with another configuration digest."""
+
+
+class StoreConflict(StoreError, OperationError):
+    """A transient concurrency failure (deadlock, serialization, lock timeout); retry."""
+
+
+class CommitUnknown(StoreError, OperationError):
+    """COMMIT was sent but its reply was lost: the transaction may or may not have committed.
+
+    Never assume either outcome. Resolve by re-reading durable state, e.g.
+    ``PgStore.resolve_unknown(error)`` for a processing batch.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        operation: str,
+        partition: int | None = None,
+        before: int | None = None,
+        after: int | None = None,
+        backend: tuple[int, object] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.operation = operation
+        self.partition = partition
+        self.before = before
+        """Frontier the transaction started from (processing batches)."""
+        self.after = after
+        """Frontier the transaction installs if it committed (processing batches)."""
+        self.backend = backend
+        """(pid, backend_start) of the server process that received the COMMIT."""
+
+
+class BatchAborted(OperationError):
+    """A record of a batch raised an operation error; the whole batch committed nothing.
+
+    ``offset`` names the failing record; the records before it can be retried
+    as a smaller batch. The core error (e.g. CloseOutOfRange) is ``__cause__``.
+    """
+
+    def __init__(self, message: str, *, partition: int, offset: int) -> None:
+        super().__init__(message)
+        self.partition = partition
+        self.offset = offset
+
+
+def one_line(text: object) -> str:
+    """Collapse whitespace so a driver message fits one line."""
+    return " ".join(str(text).split())
+
+
+def primary_message(e: BaseException) -> str:
+    """The server's primary message (or the driver's), on one line."""
+    diag = getattr(e, "diag", None)
+    msg = getattr(diag, "message_primary", None) if diag is not None else None
+    return one_line(msg or str(e) or type(e).__name__)
+
+
+def connection_lost(e: psycopg.Error) -> bool:
+    """True when the error means the session is gone (not a statement failure)."""
+    if isinstance(e, psycopg.InterfaceError):
+        return True
+    if not isinstance(e, psycopg.OperationalError):
+        return False
+    state = e.sqlstate
+    return state is None or state.startswith(("08", "57P"))
+
+
+_TRANSIENT = (
+    pgerr.SerializationFailure,
+    pgerr.DeadlockDetected,
+    pgerr.LockNotAvailable,
+    pgerr.QueryCanceled,
+)
+_SCHEMA = (pgerr.UndefinedTable, pgerr.InvalidSchemaName, pgerr.UndefinedColumn)
+
+
+def translate(e: psycopg.Error, where: str, *, committing: bool = False) -> StoreError:
+    """Our exception for a psycopg error raised while doing ``where`` (one line).
+
+    ``committing``: the error came from COMMIT itself, so a lost session means
+    the outcome is unknown rather than "nothing happened".
+    """
+    if connection_lost(e):
+        if committing:
+            return CommitUnknown(
+                f"{where}: the commit outcome is unknown ({primary_message(e)})", operation=where
+            )
+        return StoreUnavailable(f"{where}: {primary_message(e)}")
+    if isinstance(e, _TRANSIENT):
+        return StoreConflict(f"{where}: {primary_message(e)}")
+    if isinstance(e, _SCHEMA):
+        return SchemaError(f"{where}: {primary_message(e)} (is the schema migrated?)")
+    if isinstance(e, psycopg.OperationalError):
+        return StoreUnavailable(f"{where}: {primary_message(e)}")
+    return StoreError(f"{where}: {primary_message(e)}")
+
+
+@contextmanager
+def translated(where: str) -> Iterator[None]:
+    """Re-raise any psycopg error raised inside the block as our own type."""
+    try:
+        yield
+    except psycopg.Error as e:
+        raise translate(e, where) from e

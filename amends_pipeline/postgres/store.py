@@ -1,0 +1,1156 @@
+"""Durable processing store on PostgreSQL: fenced ownership, atomic batches, ordered outbox.
+
+Semantics are those of ``amends_core.store.memory.MemoryStore``; the
+differences are real transactions, row locks and batches.
+
+Resume contract: ``frontier(p)`` is the *exclusive* next source offset of
+partition ``p``. Every delivered offset below it is either applied (its
+evidence row is in ``observations``) or quarantined (its raw record is in
+``quarantine``), never both and never neither. A batch installs its evidence,
+projection, output intent, outbox rows or quarantine, and the new frontier in
+one transaction, or nothing at all. Reprocessing from a frontier that is one
+too high would silently skip a record; one too low is refused (the frontier
+check) rather than double-applied.
+
+Fencing: ``claim(p)`` increments the partition's epoch under the partition row
+lock. A processing transaction takes the same lock (``SELECT ... FOR
+UPDATE``) and then checks namespace, configuration digest, epoch and expected
+frontier before doing anything, so a replaced owner can never commit: if the
+claim commits first the old owner's check fails; if the old owner holds the
+lock first the claim waits for it and installs the new epoch afterwards.
+
+Per-key state is read at most once per batch (in one set-based query per
+table) and written once at its end. With ``cache=True`` (the default) the
+store keeps the key states it loaded between batches and trusts them only
+while the partition row still shows the (epoch, frontier) its own last commit
+installed: anybody else's commit would have had to claim a new epoch first.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import time
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from amends_core import diff, fold, process, wire
+from amends_core.errors import (
+    FenceError,
+    FrontierMismatch,
+    OutboxOrderError,
+    ReplayMismatch,
+    SourceMismatch,
+)
+from amends_core.ledger import (
+    INT64_MAX,
+    CloseOutOfRange,
+    Config,
+    Conflict,
+    Coordinates,
+    Envelope,
+    KeyConfig,
+    OutputID,
+    Projection,
+    Record,
+    Rejection,
+    RejectReason,
+    StockKey,
+)
+from amends_core.store.memory import OutboxRow, Token
+from amends_pipeline.postgres import codec
+from amends_pipeline.postgres import migrate as migrations
+from amends_pipeline.postgres.connection import DEFAULT_SCHEMA, Database
+from amends_pipeline.postgres.errors import (
+    BatchAborted,
+    CommitUnknown,
+    ConfigMismatch,
+    StoreError,
+    translate,
+)
+
+# ---------------------------------------------------------------- values
+
+
+@dataclass(frozen=True, slots=True)
+class BatchResult:
+    """What one committed batch installed."""
+
+    partition: int
+    frontier: int
+    """The exclusive source frontier after the batch."""
+    rows: tuple[OutboxRow, ...]
+    """Outbox rows committed, in sequence order."""
+    rejections: tuple[Rejection, ...]
+    accepted: int
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionProgress:
+    epoch: int
+    next: int
+    """Exclusive source frontier."""
+    sequence: int
+    """Last outbox sequence committed (0 = none)."""
+    acked: int
+    """Outbox rows 1..acked are acknowledged."""
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxEntry:
+    """One outbox row as stored: the exact bytes to publish and its receipt."""
+
+    partition: int
+    sequence: int
+    envelope: bytes
+    acked: bool
+    output_partition: int | None
+    output_offset: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Measurement:
+    """One committed batch, as sampled in the ``measurements`` table."""
+
+    partition: int
+    batch: int
+    first_offset: int | None
+    next_offset: int
+    records: int
+    rejected: int
+    envelopes: int
+    compute_us: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessingSnapshot:
+    """Processing state read in one REPEATABLE READ transaction."""
+
+    cfg: Config
+    partitions: dict[int, PartitionProgress]
+    keys: dict[StockKey, fold.KeyState]
+    """Evidence and projection per key (empty when taken with ``evidence=False``)."""
+    outputs: dict[OutputID, Envelope]
+    """Latest committed envelope per output ID."""
+    outbox: dict[int, tuple[OutboxEntry, ...]]
+    rejections: tuple[Rejection, ...]
+    """Quarantine in (partition, offset) order."""
+    conflict_list: tuple[Conflict, ...]
+
+    def frontier(self, partition: int) -> int:
+        return self.partitions[partition].next
+
+    def pending(self, partition: int) -> tuple[OutboxEntry, ...]:
+        return tuple(e for e in self.outbox.get(partition, ()) if not e.acked)
+
+    def conflicts(self) -> list[Conflict]:
+        """Every conflict observed, current and superseded, sorted."""
+        return list(self.conflict_list)
+
+    def projection(self, key: StockKey) -> Projection:
+        return self.keys[key].projection()
+
+
+# ---------------------------------------------------------------- registration
+
+
+def register_namespace(db: Database, cfg: Config) -> tuple[int, dict[StockKey, int]]:
+    """Create (or find) the namespace's rows; refuse another configuration digest.
+
+    Idempotent and safe under concurrent callers. Returns (ns_id, key ids).
+    """
+    digest = cfg.digest()
+    with db.transaction(f"registering namespace {cfg.namespace!r}") as conn:
+        migrations.check_current(conn, db.schema)
+        conn.execute(
+            "INSERT INTO namespaces (name, config_digest, config, partitions)"
+            " VALUES (%s, %s, %s, %s) ON CONFLICT (name) DO NOTHING",
+            (cfg.namespace, digest, wire.encode_config(cfg).decode("utf-8"), cfg.partitions),
+        )
+        row = conn.execute(
+            "SELECT ns_id, config_digest FROM namespaces WHERE name = %s", (cfg.namespace,)
+        ).fetchone()
+        assert row is not None
+        ns_id, registered = row
+        if registered != digest:
+            msg = (
+                f"namespace {cfg.namespace!r} is registered with configuration digest"
+                f" {registered[:12]}, this configuration has {digest[:12]}"
+            )
+            raise ConfigMismatch(msg)
+        for table in ("partitions", "relay_progress", "view_progress"):
+            conn.execute(
+                sql.SQL(
+                    "INSERT INTO {} (ns_id, partition)"
+                    " SELECT %s, g FROM generate_series(0, %s) g ON CONFLICT DO NOTHING"
+                ).format(sql.Identifier(table)),
+                (ns_id, cfg.partitions - 1),
+            )
+        conn.execute(
+            "INSERT INTO stock_keys (ns_id, item, location, partition)"
+            " SELECT %s, i, l, p FROM unnest(%s::text[], %s::text[], %s::int[]) AS u(i, l, p)"
+            " ON CONFLICT DO NOTHING",
+            (
+                ns_id,
+                [kc.key.item for kc in cfg.keys],
+                [kc.key.location for kc in cfg.keys],
+                [kc.partition for kc in cfg.keys],
+            ),
+        )
+        rows = conn.execute(
+            "SELECT key_id, item, location FROM stock_keys WHERE ns_id = %s", (ns_id,)
+        ).fetchall()
+    return ns_id, {StockKey(i, loc): kid for kid, i, loc in rows}
+
+
+# ---------------------------------------------------------------- SQL
+
+_LOCK_PARTITION = """
+SELECT p.epoch, p.next_offset, p.last_sequence, p.batches_total, n.config_digest
+FROM partitions p JOIN namespaces n ON n.ns_id = p.ns_id
+WHERE p.ns_id = %s AND p.partition = %s
+FOR UPDATE OF p
+"""
+
+_LOAD_OBSERVATIONS = """
+SELECT key_id, src_offset, txn_id, revision, candidate, kind, valid_day, valid_nod, qty,
+       source_day, source_nod
+FROM observations WHERE key_id = ANY(%s) ORDER BY key_id, src_offset
+"""
+_LOAD_DAYS = """
+SELECT key_id, day, total, active_count, close, alert
+FROM key_days WHERE key_id = ANY(%s) ORDER BY key_id, day
+"""
+_LOAD_OUTPUTS = """
+SELECT key_id, family, day, version, present, close, threshold, status, reasons,
+       cause_offset, cause_txn_id, cause_revision
+FROM outputs WHERE key_id = ANY(%s)
+"""
+
+_INSERT_OBSERVATIONS = """
+INSERT INTO observations (key_id, src_offset, txn_id, revision, candidate, kind, valid_day,
+                          valid_nod, qty, source_day, source_nod)
+SELECT * FROM unnest(%s::bigint[], %s::bigint[], %s::text[], %s::bigint[], %s::int[],
+                     %s::text[], %s::int[], %s::bigint[], %s::bigint[], %s::int[], %s::bigint[])
+"""
+_DELETE_DAYS = """
+DELETE FROM key_days d USING unnest(%s::bigint[], %s::int[]) AS u(k, day)
+WHERE d.key_id = u.k AND d.day = u.day
+"""
+_UPSERT_DAYS = """
+INSERT INTO key_days (key_id, day, total, active_count, close, alert)
+SELECT * FROM unnest(%s::bigint[], %s::int[], %s::numeric[], %s::bigint[], %s::bigint[],
+                     %s::boolean[])
+ON CONFLICT (key_id, day) DO UPDATE
+SET total = excluded.total, active_count = excluded.active_count, close = excluded.close,
+    alert = excluded.alert
+"""
+_UPSERT_OUTPUTS = """
+INSERT INTO outputs (key_id, family, day, version, present, close, threshold, status, reasons,
+                     cause_offset, cause_txn_id, cause_revision)
+SELECT * FROM unnest(%s::bigint[], %s::smallint[], %s::int[], %s::bigint[], %s::boolean[],
+                     %s::bigint[], %s::bigint[], %s::text[], %s::text[], %s::bigint[],
+                     %s::text[], %s::bigint[])
+ON CONFLICT (key_id, family, day) DO UPDATE
+SET version = excluded.version, present = excluded.present, close = excluded.close,
+    threshold = excluded.threshold, status = excluded.status, reasons = excluded.reasons,
+    cause_offset = excluded.cause_offset, cause_txn_id = excluded.cause_txn_id,
+    cause_revision = excluded.cause_revision
+"""
+_INSERT_OUTBOX = """
+INSERT INTO outbox (ns_id, partition, sequence, envelope)
+SELECT %s, %s, s, e FROM unnest(%s::bigint[], %s::bytea[]) AS u(s, e)
+"""
+_INSERT_QUARANTINE = """
+INSERT INTO quarantine (ns_id, partition, src_offset, source, raw_value, raw_key, reason, detail)
+SELECT %s, %s, o, s, v, k, r, d
+FROM unnest(%s::bigint[], %s::text[], %s::bytea[], %s::bytea[], %s::text[], %s::text[])
+     AS u(o, s, v, k, r, d)
+"""
+_ADVANCE = """
+UPDATE partitions
+SET next_offset = %s, last_sequence = %s, records_total = records_total + %s,
+    rejected_total = rejected_total + %s, envelopes_total = envelopes_total + %s,
+    batches_total = batches_total + 1, last_commit_at = now()
+WHERE ns_id = %s AND partition = %s
+"""
+_MEASURE = """
+INSERT INTO measurements (ns_id, partition, batch, first_offset, next_offset, records, rejected,
+                          envelopes, compute_us)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
+"""
+_PRUNE_MEASUREMENTS = "DELETE FROM measurements WHERE ns_id = %s AND partition = %s AND batch <= %s"
+MEASUREMENTS_KEPT = 32
+
+
+def _columns(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
+    if not rows:
+        return [[] for _ in range(width)]
+    return [list(c) for c in zip(*rows, strict=True)]
+
+
+# ---------------------------------------------------------------- the cache
+
+
+class _KeyCache:
+    """Working copies of one partition's key states and latest outputs.
+
+    ``stamp`` is the (epoch, frontier) this content reflects, or None while a
+    batch is modifying it in place (then it is trusted by nobody).
+    """
+
+    __slots__ = ("stamp", "keys", "outputs")
+
+    def __init__(self, stamp: tuple[int, int] | None) -> None:
+        self.stamp = stamp
+        self.keys: dict[StockKey, fold.KeyState] = {}
+        self.outputs: dict[OutputID, Envelope] = {}
+
+
+# ---------------------------------------------------------------- the store
+
+
+class PgStore:
+    """Processing state of one namespace in PostgreSQL. One instance per worker thread."""
+
+    def __init__(
+        self,
+        db: Database,
+        cfg: Config,
+        ns_id: int,
+        key_ids: dict[StockKey, int],
+        *,
+        cache: bool = True,
+    ) -> None:
+        self.db = db
+        self.cfg = cfg
+        self.digest = cfg.digest()
+        self.ns_id = ns_id
+        self.key_ids = key_ids
+        self.cache = cache
+        self._kc: dict[StockKey, KeyConfig] = {kc.key: kc for kc in cfg.keys}
+        self._kc_by_id: dict[int, KeyConfig] = {key_ids[kc.key]: kc for kc in cfg.keys}
+        self._caches: dict[int, _KeyCache] = {}
+        self._transport_keys: dict[bytes, StockKey] = {}
+
+    @classmethod
+    def open(
+        cls,
+        conninfo: str,
+        cfg: Config,
+        *,
+        schema: str = DEFAULT_SCHEMA,
+        cache: bool = True,
+        migrate: bool = False,
+        application_name: str = "amends-worker",
+    ) -> PgStore:
+        """Connect, optionally migrate, and register the namespace (idempotent).
+
+        Raises StoreUnavailable, SchemaError (not migrated) or ConfigMismatch.
+        """
+        cfg.validate()
+        if migrate:
+            migrations.migrate(conninfo, schema)
+        db = Database(conninfo, schema, application_name=application_name)
+        try:
+            ns_id, key_ids = register_namespace(db, cfg)
+        except BaseException:
+            db.close()
+            raise
+        return cls(db, cfg, ns_id, key_ids, cache=cache)
+
+    def close(self) -> None:
+        self.db.close()
+        self._caches.clear()
+
+    def __enter__(self) -> PgStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _label(self, what: str) -> str:
+        return f"{self.db.where}: {what} (namespace {self.cfg.namespace!r})"
+
+    def _check_partition(self, partition: int) -> None:
+        if not 0 <= partition < self.cfg.partitions:
+            msg = f"partition {partition} is not configured (0..{self.cfg.partitions - 1})"
+            raise SourceMismatch(msg)
+
+    # ------------------------------------------------------------ ownership
+
+    def claim(self, partition: int) -> Token:
+        """Install a new ownership epoch (waiting for a running batch); older tokens stop.
+
+        A lost reply raises CommitUnknown: forget any token and ``observe``.
+        """
+        self._check_partition(partition)
+        with self.db.transaction(self._label(f"claiming partition {partition}")) as conn:
+            row = conn.execute(
+                "UPDATE partitions p SET epoch = p.epoch + 1 FROM namespaces n"
+                " WHERE n.ns_id = p.ns_id AND p.ns_id = %s AND p.partition = %s"
+                " RETURNING p.epoch, n.config_digest",
+                (self.ns_id, partition),
+            ).fetchone()
+            assert row is not None
+            if row[1] != self.digest:
+                msg = f"namespace {self.cfg.namespace!r} is registered with another configuration"
+                raise ConfigMismatch(msg)
+        self._caches.pop(partition, None)
+        return Token(self.cfg.namespace, self.digest, partition, row[0])
+
+    def observe(self, partition: int) -> Token:
+        """The currently installed token (used after an unknown claim outcome)."""
+        return Token(self.cfg.namespace, self.digest, partition, self.progress(partition).epoch)
+
+    def frontier(self, partition: int) -> int:
+        """The exclusive source frontier of a partition."""
+        return self.progress(partition).next
+
+    def progress(self, partition: int) -> PartitionProgress:
+        self._check_partition(partition)
+        with self.db.transaction(self._label(f"reading partition {partition}")) as conn:
+            row = conn.execute(
+                "SELECT p.epoch, p.next_offset, p.last_sequence, r.acked_sequence"
+                " FROM partitions p JOIN relay_progress r"
+                " ON r.ns_id = p.ns_id AND r.partition = p.partition"
+                " WHERE p.ns_id = %s AND p.partition = %s",
+                (self.ns_id, partition),
+            ).fetchone()
+        assert row is not None
+        return PartitionProgress(*row)
+
+    # ------------------------------------------------------------ processing
+
+    def begin(self, token: Token, expected_next: int) -> ProcessingTx:
+        """Open a fenced processing transaction (partition row locked, guard checked)."""
+        return ProcessingTx(self, token, expected_next)
+
+    def process(self, token: Token, expected_next: int, records: Iterable[Record]) -> BatchResult:
+        """Process a batch in one fenced transaction; all of it commits or none of it.
+
+        Raises FenceError (replaced owner, other configuration), FrontierMismatch,
+        SourceMismatch (coordinates), BatchAborted (a record hit an operation error
+        such as CloseOutOfRange; nothing committed), StoreUnavailable (nothing
+        committed) or CommitUnknown (resolve with ``resolve_unknown``).
+        """
+        with self.begin(token, expected_next) as tx:
+            tx.apply(records)
+            return tx.commit()
+
+    def resolve_unknown(self, unknown: CommitUnknown) -> bool:
+        """Settle a lost commit reply by re-reading the installed frontier: True if it committed.
+
+        The server process that received the COMMIT is terminated first (if it
+        still exists), and the partition row lock is taken, so the answer is
+        final: that transaction can no longer commit afterwards.
+        """
+        p = unknown.partition
+        if p is None or unknown.before is None or unknown.after is None:
+            msg = f"{unknown.operation}: not a processing commit; re-read state instead"
+            raise StoreError(msg)
+        self._caches.pop(p, None)
+        label = self._label(f"resolving an unknown commit on partition {p}")
+        with self.db.transaction(label) as conn:
+            if unknown.backend is not None:
+                pid, started = unknown.backend
+                conn.execute(
+                    "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity"
+                    " WHERE pid = %s AND backend_start = %s AND pid <> pg_backend_pid()",
+                    (pid, started),
+                )
+            row = conn.execute(
+                "SELECT next_offset FROM partitions WHERE ns_id = %s AND partition = %s"
+                " FOR UPDATE",
+                (self.ns_id, p),
+            ).fetchone()
+        assert row is not None
+        installed = row[0]
+        if installed == unknown.after:
+            return True
+        if installed == unknown.before:
+            return False
+        msg = (
+            f"partition {p} frontier is {installed}, neither {unknown.before} (not committed)"
+            f" nor {unknown.after} (committed); another owner moved it"
+        )
+        raise FrontierMismatch(msg)
+
+    # ------------------------------------------------------------ key state
+
+    def _cache_for(self, partition: int, epoch: int, frontier: int) -> _KeyCache:
+        c = self._caches.get(partition)
+        if c is None or c.stamp != (epoch, frontier):
+            c = _KeyCache((epoch, frontier))
+            if self.cache:
+                self._caches[partition] = c
+            else:
+                self._caches.pop(partition, None)
+        return c
+
+    def _load_keys(
+        self, conn: psycopg.Connection[Any], cache: _KeyCache, keys: Collection[StockKey]
+    ) -> None:
+        """Read evidence, days and outputs of ``keys`` (one query per table)."""
+        ids = sorted(self.key_ids[k] for k in keys)
+        obs = conn.execute(_LOAD_OBSERVATIONS, (ids,)).fetchall()
+        days = conn.execute(_LOAD_DAYS, (ids,)).fetchall()
+        outs = conn.execute(_LOAD_OUTPUTS, (ids,)).fetchall()
+        obs_by = {k: [r[1:] for r in g] for k, g in itertools.groupby(obs, key=lambda r: r[0])}
+        days_by = {k: [r[1:] for r in g] for k, g in itertools.groupby(days, key=lambda r: r[0])}
+        src = self.cfg.source_incarnation
+        for kid in ids:
+            kc = self._kc_by_id[kid]
+            cache.keys[kc.key] = codec.rebuild_key_state(
+                kc, src, obs_by.get(kid, ()), days_by.get(kid, ())
+            )
+        ns = self.cfg.namespace
+        for r in outs:
+            env = codec.envelope_from_row(ns, self._kc_by_id[r[0]], src, r[1:])
+            cache.outputs[env.output_id] = env
+
+    def _transport_key(self, raw: bytes | None) -> StockKey | None:
+        """The configured stock key a raw transport key names, or None."""
+        if raw is None:
+            return None
+        k = self._transport_keys.get(raw)
+        if k is None:
+            dec = wire.decode_transport_key(raw)
+            if isinstance(dec, wire.DecodeError) or dec not in self._kc:
+                return None
+            if len(self._transport_keys) < 1_000_000:
+                self._transport_keys[raw] = dec
+            k = dec
+        return k
+
+    # ------------------------------------------------------------ outbox
+
+    def pending(self, partition: int, limit: int = 1) -> list[OutboxEntry]:
+        """The earliest unacknowledged outbox rows of a partition, in sequence order."""
+        self._check_partition(partition)
+        with self.db.transaction(self._label(f"reading pending outbox of {partition}")) as conn:
+            rows = conn.execute(
+                "SELECT o.sequence, o.envelope, o.output_partition, o.output_offset"
+                " FROM relay_progress r JOIN outbox o"
+                " ON o.ns_id = r.ns_id AND o.partition = r.partition"
+                " AND o.sequence > r.acked_sequence"
+                " WHERE r.ns_id = %s AND r.partition = %s ORDER BY o.sequence LIMIT %s",
+                (self.ns_id, partition, limit),
+            ).fetchall()
+        return [OutboxEntry(partition, s, bytes(e), False, op, oo) for s, e, op, oo in rows]
+
+    def pending_count(self, partition: int) -> int:
+        p = self.progress(partition)
+        return p.sequence - p.acked
+
+    def record_receipt(
+        self,
+        partition: int,
+        sequence: int,
+        output_offset: int,
+        *,
+        output_partition: int | None = None,
+    ) -> None:
+        """Record where a publication of a pending row landed (a retry may overwrite it)."""
+        self._check_partition(partition)
+        label = self._label(f"recording receipt of {partition}/{sequence}")
+        with self.db.transaction(label) as conn:
+            acked = self._lock_relay(conn, partition)
+            if sequence <= acked:
+                msg = f"receipt for {sequence} on partition {partition}: already acknowledged"
+                raise OutboxOrderError(msg)
+            cur = conn.execute(
+                "UPDATE outbox SET output_partition = %s, output_offset = %s"
+                " WHERE ns_id = %s AND partition = %s AND sequence = %s",
+                (
+                    partition if output_partition is None else output_partition,
+                    output_offset,
+                    self.ns_id,
+                    partition,
+                    sequence,
+                ),
+            )
+            if cur.rowcount != 1:
+                msg = f"receipt for {sequence} on partition {partition}: no such outbox row"
+                raise OutboxOrderError(msg)
+
+    def acknowledge(
+        self,
+        partition: int,
+        sequence: int,
+        output_offset: int | None = None,
+        *,
+        output_partition: int | None = None,
+    ) -> None:
+        """Acknowledge exactly the earliest pending row (optionally with its receipt)."""
+        self.acknowledge_many(partition, [(sequence, output_offset)], output_partition)
+
+    def acknowledge_many(
+        self,
+        partition: int,
+        receipts: Sequence[tuple[int, int | None]],
+        output_partition: int | None = None,
+    ) -> None:
+        """Acknowledge consecutive rows starting at the earliest pending one, or none.
+
+        ``receipts``: (sequence, output offset or None) in order. Anything that is
+        not the pending prefix raises OutboxOrderError and acknowledges nothing.
+        """
+        self._check_partition(partition)
+        if not receipts:
+            return
+        label = self._label(f"acknowledging outbox of {partition}")
+        with self.db.transaction(label) as conn:
+            acked = self._lock_relay(conn, partition)
+            last = conn.execute(
+                "SELECT last_sequence FROM partitions WHERE ns_id = %s AND partition = %s",
+                (self.ns_id, partition),
+            ).fetchone()
+            assert last is not None
+            want = acked + 1 if acked < last[0] else None
+            for i, (seq, _) in enumerate(receipts):
+                exp = acked + 1 + i
+                if seq != exp or exp > last[0]:
+                    shown = want if i == 0 else (exp if exp <= last[0] else None)
+                    msg = f"acknowledge {seq} on partition {partition}, pending is {shown}"
+                    raise OutboxOrderError(msg)
+            seqs = [s for s, _ in receipts]
+            offs = [o for _, o in receipts]
+            op = partition if output_partition is None else output_partition
+            conn.execute(
+                "UPDATE outbox o SET acked = true,"
+                " output_offset = coalesce(u.off, o.output_offset),"
+                " output_partition = CASE WHEN u.off IS NULL THEN o.output_partition ELSE %s END"
+                " FROM unnest(%s::bigint[], %s::bigint[]) AS u(seq, off)"
+                " WHERE o.ns_id = %s AND o.partition = %s AND o.sequence = u.seq",
+                (op, seqs, offs, self.ns_id, partition),
+            )
+            conn.execute(
+                "UPDATE relay_progress SET acked_sequence = %s WHERE ns_id = %s AND partition = %s",
+                (seqs[-1], self.ns_id, partition),
+            )
+
+    def _lock_relay(self, conn: psycopg.Connection[Any], partition: int) -> int:
+        row = conn.execute(
+            "SELECT acked_sequence FROM relay_progress WHERE ns_id = %s AND partition = %s"
+            " FOR UPDATE",
+            (self.ns_id, partition),
+        ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    # ------------------------------------------------------------ inspection
+
+    def snapshot(self, *, evidence: bool = True, outbox: str = "all") -> ProcessingSnapshot:
+        """A consistent copy of processing state (REPEATABLE READ, READ ONLY).
+
+        ``evidence=False`` skips per-key evidence (keys stays empty);
+        ``outbox="pending"`` reads only unacknowledged rows, ``"none"`` none.
+        """
+        if outbox not in ("all", "pending", "none"):
+            msg = f"outbox must be 'all', 'pending' or 'none', not {outbox!r}"
+            raise ValueError(msg)
+        ns = self.ns_id
+        with self.db.transaction(self._label("taking a snapshot"), snapshot=True) as conn:
+            parts = {
+                p: PartitionProgress(e, n, s, a)
+                for p, e, n, s, a in conn.execute(
+                    "SELECT p.partition, p.epoch, p.next_offset, p.last_sequence,"
+                    " r.acked_sequence FROM partitions p JOIN relay_progress r"
+                    " ON r.ns_id = p.ns_id AND r.partition = p.partition WHERE p.ns_id = %s",
+                    (ns,),
+                )
+            }
+            cache = _KeyCache(None)
+            if evidence:
+                self._load_keys(conn, cache, [kc.key for kc in self.cfg.keys])
+            else:
+                src, nsname = self.cfg.source_incarnation, self.cfg.namespace
+                for r in conn.execute(
+                    _LOAD_OUTPUTS, (sorted(self.key_ids.values()),)
+                ).fetchall():
+                    env = codec.envelope_from_row(nsname, self._kc_by_id[r[0]], src, r[1:])
+                    cache.outputs[env.output_id] = env
+            boxes: dict[int, list[OutboxEntry]] = {p: [] for p in parts}
+            if outbox != "none":
+                q = (
+                    "SELECT o.partition, o.sequence, o.envelope, o.acked, o.output_partition,"
+                    " o.output_offset FROM outbox o"
+                )
+                if outbox == "pending":
+                    q += (
+                        " JOIN relay_progress r ON r.ns_id = o.ns_id AND r.partition = o.partition"
+                        " AND o.sequence > r.acked_sequence"
+                    )
+                q += " WHERE o.ns_id = %s ORDER BY o.partition, o.sequence"
+                for p, s, e, a, op, oo in conn.execute(q, (ns,)):
+                    boxes[p].append(OutboxEntry(p, s, bytes(e), a, op, oo))
+            rejections = tuple(
+                Rejection(Record(bytes(v), None if k is None else bytes(k), Coordinates(s, p, o)),
+                          RejectReason(r), d)
+                for p, o, s, v, k, r, d in conn.execute(
+                    "SELECT partition, src_offset, source, raw_value, raw_key, reason, detail"
+                    " FROM quarantine WHERE ns_id = %s ORDER BY partition, src_offset",
+                    (ns,),
+                )
+            )
+            conflicts = tuple(
+                sorted(
+                    Conflict(StockKey(i, loc), t, rev)
+                    for i, loc, t, rev in conn.execute(
+                        "SELECT DISTINCT k.item, k.location, o.txn_id, o.revision"
+                        " FROM observations o JOIN stock_keys k ON k.key_id = o.key_id"
+                        " WHERE k.ns_id = %s AND o.candidate > 0",
+                        (ns,),
+                    )
+                )
+            )
+        return ProcessingSnapshot(
+            self.cfg,
+            parts,
+            cache.keys,
+            cache.outputs,
+            {p: tuple(v) for p, v in boxes.items()},
+            rejections,
+            conflicts,
+        )
+
+    def conflicts(self) -> list[Conflict]:
+        return self.snapshot(evidence=False, outbox="none").conflicts()
+
+    def projection(self, key: StockKey) -> Projection:
+        """The committed projection of one key (read fresh, not from the cache)."""
+        kc = self._kc.get(key)
+        if kc is None:
+            msg = f"stock key {key} is not configured"
+            raise KeyError(msg)
+        cache = _KeyCache(None)
+        with self.db.transaction(self._label("reading a projection"), snapshot=True) as conn:
+            self._load_keys(conn, cache, [key])
+        return cache.keys[key].projection()
+
+    def measurements(self, partition: int) -> list[Measurement]:
+        """The latest batch samples of a partition, oldest first (at most 32)."""
+        self._check_partition(partition)
+        with self.db.transaction(self._label("reading measurements")) as conn:
+            rows = conn.execute(
+                "SELECT partition, batch, first_offset, next_offset, records, rejected, envelopes,"
+                " compute_us FROM measurements WHERE ns_id = %s AND partition = %s"
+                " ORDER BY batch",
+                (self.ns_id, partition),
+            ).fetchall()
+        return [Measurement(*r) for r in rows]
+
+    # ------------------------------------------------------------ replay
+
+    def check_replay(self, record: Record) -> None:
+        """Require that an already-consumed record is fully reflected in state.
+
+        Same rule as the memory store: accepted input must match held canonical
+        evidence at the same coordinates and emit nothing; rejected input must
+        match the held raw rejection and reason. Raises ReplayMismatch.
+        """
+        self._check_replay_all([record])
+
+    def replay(self, partition: int, records: Iterable[Record]) -> Token:
+        """Check a consumed interval against intact state, then claim a new epoch.
+
+        The preflight happens before the claim, so a failing replay leaves
+        ownership untouched. Frontier, evidence and output versions never change.
+        """
+        recs = list(records)
+        for r in recs:
+            if r.coords.partition != partition:
+                msg = f"record of partition {r.coords.partition} in a replay of {partition}"
+                raise ReplayMismatch(msg)
+        self._check_replay_all(recs)
+        return self.claim(partition)
+
+    def _check_replay_all(self, records: Sequence[Record]) -> None:
+        cache = _KeyCache(None)
+        with self.db.transaction(self._label("checking a replay"), snapshot=True) as conn:
+            fronts = dict(
+                conn.execute(
+                    "SELECT partition, next_offset FROM partitions WHERE ns_id = %s",
+                    (self.ns_id,),
+                ).fetchall()
+            )
+
+            def state_of(k: StockKey) -> fold.KeyState:
+                if k not in cache.keys:
+                    self._load_keys(conn, cache, [k])
+                return cache.keys[k]
+
+            for record in records:
+                c = record.coords
+                if (
+                    c.source != self.cfg.source_incarnation
+                    or c.partition not in fronts
+                    or c.offset >= fronts[c.partition]
+                ):
+                    msg = f"offset {c.offset} of partition {c.partition} has not been consumed"
+                    raise ReplayMismatch(msg)
+                out = process.decide(self.cfg, record, state_of, cache.outputs.get)
+                if isinstance(out, process.Rejected):
+                    row = conn.execute(
+                        "SELECT source, raw_value, raw_key, reason FROM quarantine"
+                        " WHERE ns_id = %s AND partition = %s AND src_offset = %s",
+                        (self.ns_id, c.partition, c.offset),
+                    ).fetchone()
+                    held = (
+                        None
+                        if row is None
+                        else Rejection(
+                            Record(
+                                bytes(row[1]),
+                                None if row[2] is None else bytes(row[2]),
+                                Coordinates(row[0], c.partition, c.offset),
+                            ),
+                            RejectReason(row[3]),
+                        )
+                    )
+                    if held != out.rejection:
+                        msg = f"no matching quarantine record at {c.partition}/{c.offset}"
+                        raise ReplayMismatch(msg)
+                    continue
+                d = out.delta
+                ident = cache.keys[d.key].identities.get(d.txn.txn_id)
+                group = ident.revisions.get(d.txn.revision, []) if ident else []
+                if d.duplicate_of is None or c not in group[d.duplicate_of].sources:
+                    msg = f"no matching evidence at {c.partition}/{c.offset}"
+                    raise ReplayMismatch(msg)
+                if out.envelopes:
+                    msg = (
+                        f"replaying {c.partition}/{c.offset} would emit"
+                        f" {len(out.envelopes)} envelopes"
+                    )
+                    raise ReplayMismatch(msg)
+
+
+# ---------------------------------------------------------------- the transaction
+
+
+@dataclass(slots=True)
+class _DirtyDays:
+    from_day: int
+    removed: set[int] = field(default_factory=set)
+
+
+class ProcessingTx:
+    """One fenced processing transaction: lock and guard on open, writes on commit.
+
+    Use as a context manager; leaving the block without ``commit`` rolls back.
+    Not thread-safe; one at a time per store.
+    """
+
+    def __init__(self, store: PgStore, token: Token, expected_next: int) -> None:
+        self.store = store
+        self.token = token
+        self.partition = p = token.partition
+        self.expected_next = expected_next
+        self.next = expected_next
+        self._open = False
+        self._label = store._label(f"processing partition {p}")
+        cfg = store.cfg
+        if token.namespace != cfg.namespace or token.digest != store.digest:
+            msg = "token belongs to another namespace or configuration"
+            raise FenceError(msg)
+        store._check_partition(p)
+        db = store.db
+        conn = db.connection()
+        try:
+            conn.execute("BEGIN")
+            self._open = True
+            row = conn.execute(_LOCK_PARTITION, (store.ns_id, p)).fetchone()
+        except psycopg.Error as e:
+            self._abort()
+            raise translate(e, self._label) from e
+        except BaseException:
+            self._abort()
+            raise
+        assert row is not None
+        epoch, installed, last_sequence, batches, digest = row
+        try:
+            if digest != store.digest:
+                msg = "token belongs to another namespace or configuration"
+                raise FenceError(msg)
+            if token.epoch != epoch:
+                msg = f"epoch {token.epoch} was replaced by {epoch} on partition {p}"
+                raise FenceError(msg)
+            if expected_next != installed:
+                msg = f"expected frontier {expected_next}, installed {installed}"
+                raise FrontierMismatch(msg)
+        except BaseException:
+            self._abort()
+            raise
+        self._conn = conn
+        self.epoch = epoch
+        self.sequence = last_sequence
+        self._batch = batches + 1
+        self._cache = store._cache_for(p, epoch, installed)
+        self._obs: list[tuple[Any, ...]] = []
+        self._days: dict[int, _DirtyDays] = {}
+        self._outputs: dict[OutputID, Envelope] = {}
+        self._outbox: list[OutboxRow] = []
+        self._rejections: list[Rejection] = []
+        self._first: int | None = None
+        self._records = 0
+        self._compute_ns = 0
+
+    # ---------------------------------------------------------- lifecycle
+
+    def __enter__(self) -> ProcessingTx:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._open:
+            self._abort()
+
+    def _abort(self) -> None:
+        """Roll back and forget every working copy this transaction touched."""
+        self.store._caches.pop(self.partition, None)
+        if self._open:
+            self._open = False
+            self.store.db.rollback()
+
+    def rollback(self) -> None:
+        self._abort()
+
+    # ---------------------------------------------------------- work
+
+    def _state_of(self, key: StockKey) -> fold.KeyState:
+        st = self._cache.keys.get(key)
+        if st is None:
+            self._load([key])
+            st = self._cache.keys[key]
+        return st
+
+    def _load(self, keys: Collection[StockKey]) -> None:
+        try:
+            self.store._load_keys(self._conn, self._cache, keys)
+        except psycopg.Error as e:
+            raise translate(e, self._label) from e
+
+    def apply(self, records: Iterable[Record]) -> None:
+        """Validate, fold and reconcile records in offset order into this transaction."""
+        if not self._open:
+            msg = "the processing transaction is no longer open"
+            raise StoreError(msg)
+        try:
+            self._apply(list(records))
+        except BaseException:
+            self._abort()
+            raise
+
+    def _apply(self, records: list[Record]) -> None:
+        t0 = time.perf_counter_ns()
+        store = self.store
+        cfg = store.cfg
+        cache = self._cache
+        cache.stamp = None  # modified in place from here on
+        p = self.partition
+        src = cfg.source_incarnation
+        # Prefetch every key the batch can touch in one read per table.
+        need: set[StockKey] = set()
+        kcs = store._kc
+        for r in records:
+            k = store._transport_key(r.key)
+            if k is not None and k not in cache.keys and kcs[k].partition == p:
+                need.add(k)
+        if need:
+            self._load(need)
+        keys = cache.keys
+        outputs = cache.outputs
+        key_ids = store.key_ids
+        state_of = self._state_of
+        latest = outputs.get
+        decide = process.decide
+        Rejected = process.Rejected
+        for r in records:
+            c = r.coords
+            if c.source != src:
+                msg = f"record from source {c.source!r}, expected {src!r}"
+                raise SourceMismatch(msg)
+            if c.partition != p:
+                msg = f"record from partition {c.partition} offered to owner of {p}"
+                raise SourceMismatch(msg)
+            if c.offset < self.next:
+                msg = f"record offset {c.offset} is below the frontier {self.next}"
+                raise SourceMismatch(msg)
+            try:
+                out = decide(cfg, r, state_of, latest)
+            except (CloseOutOfRange, diff.VersionExhausted) as e:
+                msg = f"record {p}/{c.offset}: {e}; nothing of this batch was committed"
+                raise BatchAborted(msg, partition=p, offset=c.offset) from e
+            if self._first is None:
+                self._first = c.offset
+            self._records += 1
+            if type(out) is Rejected:
+                self._rejections.append(out.rejection)
+            else:
+                d = out.delta
+                txn = d.txn
+                st = keys[d.key]
+                if d.duplicate_of is None:
+                    ident = st.identities.get(txn.txn_id)
+                    cand = len(ident.revisions.get(txn.revision, ())) if ident is not None else 0
+                else:
+                    cand = d.duplicate_of
+                kid = key_ids[d.key]
+                self._obs.append(codec.observation_row(kid, txn, c.offset, cand))
+                rep = d.repair
+                if rep is not None:
+                    dirty = self._days.get(kid)
+                    if dirty is None:
+                        dirty = self._days[kid] = _DirtyDays(rep.from_day)
+                    elif rep.from_day < dirty.from_day:
+                        dirty.from_day = rep.from_day
+                    if rep.old_days != rep.days:
+                        dirty.removed.update(set(rep.old_days).difference(rep.days))
+                st.install(d)
+                if out.envelopes:
+                    seq = self.sequence
+                    if seq + len(out.envelopes) > INT64_MAX:
+                        msg = f"partition {p} has no outbox sequence left"
+                        raise BatchAborted(msg, partition=p, offset=c.offset)
+                    for env in out.envelopes:
+                        seq += 1
+                        self._outbox.append(OutboxRow(p, seq, env))
+                        outputs[env.output_id] = env
+                        self._outputs[env.output_id] = env
+                    self.sequence = seq
+            self.next = c.offset + 1
+        self._compute_ns += time.perf_counter_ns() - t0
+
+    # ---------------------------------------------------------- commit
+
+    def _write(self, conn: psycopg.Connection[Any]) -> None:
+        store = self.store
+        ns_id, p = store.ns_id, self.partition
+        keys = self._cache.keys
+        kc_by_id = store._kc_by_id
+        day_rows: list[tuple[Any, ...]] = []
+        deleted: list[tuple[int, int]] = []
+        for kid, dirty in self._days.items():
+            st = keys[kc_by_id[kid].key]
+            start = bisect.bisect_left(st.days, dirty.from_day)
+            day_rows.extend(codec.day_rows(kid, st, start))
+            if dirty.removed:
+                final = set(st.days[start:])
+                deleted.extend((kid, d) for d in dirty.removed if d not in final)
+        key_ids = store.key_ids
+        out_rows = [codec.output_row(key_ids[oid.key], env) for oid, env in self._outputs.items()]
+        with conn.pipeline():
+            if self._obs:
+                conn.execute(_INSERT_OBSERVATIONS, _columns(self._obs, 11))
+            if deleted:
+                conn.execute(_DELETE_DAYS, _columns(deleted, 2))
+            if day_rows:
+                conn.execute(_UPSERT_DAYS, _columns(day_rows, 6))
+            if out_rows:
+                conn.execute(_UPSERT_OUTPUTS, _columns(out_rows, 12))
+            if self._outbox:
+                conn.execute(
+                    _INSERT_OUTBOX,
+                    (
+                        ns_id,
+                        p,
+                        [r.sequence for r in self._outbox],
+                        [r.envelope.to_bytes() for r in self._outbox],
+                    ),
+                )
+            if self._rejections:
+                rs = self._rejections
+                conn.execute(
+                    _INSERT_QUARANTINE,
+                    (
+                        ns_id,
+                        p,
+                        [x.record.coords.offset for x in rs],
+                        [x.record.coords.source for x in rs],
+                        [x.record.value for x in rs],
+                        [x.record.key for x in rs],
+                        [x.reason.value for x in rs],
+                        [x.detail for x in rs],
+                    ),
+                )
+            conn.execute(
+                _ADVANCE,
+                (
+                    self.next,
+                    self.sequence,
+                    self._records,
+                    len(self._rejections),
+                    len(self._outbox),
+                    ns_id,
+                    p,
+                ),
+            )
+            conn.execute(
+                _MEASURE,
+                (
+                    ns_id,
+                    p,
+                    self._batch,
+                    self._first,
+                    self.next,
+                    self._records,
+                    len(self._rejections),
+                    len(self._outbox),
+                    self._compute_ns // 1000,
+                ),
+            )
+            conn.execute(_PRUNE_MEASUREMENTS, (ns_id, p, self._batch - MEASUREMENTS_KEPT))
+
+    def commit(self) -> BatchResult:
+        """Write everything, advance the frontier and COMMIT; returns what was installed."""
+        if not self._open:
+            msg = "the processing transaction is no longer open"
+            raise StoreError(msg)
+        conn = self._conn
+        db = self.store.db
+        try:
+            self._write(conn)
+        except psycopg.Error as e:
+            self._abort()
+            raise translate(e, self._label) from e
+        except BaseException:
+            self._abort()
+            raise
+        self._open = False
+        try:
+            db.commit(conn, self._label)
+        except CommitUnknown as e:
+            self.store._caches.pop(self.partition, None)
+            e.partition = self.partition
+            e.before = self.expected_next
+            e.after = self.next
+            raise
+        except BaseException:
+            self.store._caches.pop(self.partition, None)
+            raise
+        if self.store.cache:
+            self._cache.stamp = (self.epoch, self.next)
+        return BatchResult(
+            self.partition,
+            self.next,
+            tuple(self._outbox),
+            tuple(self._rejections),
+            self._records - len(self._rejections),
+        )
+
+
+__all__ = [
+    "BatchResult",
+    "Measurement",
+    "OutboxEntry",
+    "PartitionProgress",
+    "PgStore",
+    "ProcessingSnapshot",
+    "ProcessingTx",
+    "register_namespace",
+]

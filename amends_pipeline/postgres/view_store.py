@@ -1,0 +1,258 @@
+"""The materialized view in PostgreSQL: the core view's version rule under a row lock.
+
+Resume contract: ``frontier(p)`` is the *exclusive* next output offset of
+output partition ``p``; every offset below it has been applied (stored,
+recognised as a duplicate, or ignored as older). Values, deletion markers
+(withdrawals, kept with their version) and the frontier commit together, so a
+crash can never leave a row applied without its offset or the reverse.
+
+The decision for each record is ``amends_core.view.ViewState.decide``, run on
+a working ViewState holding just the rows the batch names, so both views
+apply the identical rule. An equal version with different content records the
+diagnostic, stops the output partition and leaves its frontier before the
+offending offset; a stopped partition refuses everything until an operator
+intervenes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from amends_core import wire
+from amends_core.ledger import Config, Envelope, OutputID, Projection, StockKey
+from amends_core.view import Effect, ViewDecision, ViewState
+from amends_pipeline.postgres import migrate as migrations
+from amends_pipeline.postgres.connection import DEFAULT_SCHEMA, Database
+from amends_pipeline.postgres.errors import StoreError
+from amends_pipeline.postgres.store import register_namespace
+
+_UPSERT_ROWS = """
+INSERT INTO view_rows (ns_id, output_id, partition, family, item, location, day, version, present,
+                       envelope, applied_offset)
+SELECT %s, * FROM unnest(%s::text[], %s::int[], %s::text[], %s::text[], %s::text[], %s::int[],
+                         %s::bigint[], %s::boolean[], %s::bytea[], %s::bigint[])
+ON CONFLICT (ns_id, output_id) DO UPDATE
+SET partition = excluded.partition, version = excluded.version, present = excluded.present,
+    envelope = excluded.envelope, applied_offset = excluded.applied_offset
+"""
+
+
+class PgViewStore:
+    """The version-aware view of one namespace. One instance per view consumer thread."""
+
+    def __init__(self, db: Database, cfg: Config, ns_id: int) -> None:
+        self.db = db
+        self.cfg = cfg
+        self.ns_id = ns_id
+
+    @classmethod
+    def open(
+        cls,
+        conninfo: str,
+        cfg: Config,
+        *,
+        schema: str = DEFAULT_SCHEMA,
+        migrate: bool = False,
+        application_name: str = "amends-view",
+    ) -> PgViewStore:
+        """Connect, optionally migrate, and register the namespace (idempotent)."""
+        cfg.validate()
+        if migrate:
+            migrations.migrate(conninfo, schema)
+        db = Database(conninfo, schema, application_name=application_name)
+        try:
+            ns_id, _ = register_namespace(db, cfg)
+        except BaseException:
+            db.close()
+            raise
+        return cls(db, cfg, ns_id)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> PgViewStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _label(self, what: str) -> str:
+        return f"{self.db.where}: {what} (view of namespace {self.cfg.namespace!r})"
+
+    def _check_partition(self, partition: int) -> None:
+        if not 0 <= partition < self.cfg.partitions:
+            msg = f"output partition {partition} is not configured (0..{self.cfg.partitions - 1})"
+            raise StoreError(msg)
+
+    # ------------------------------------------------------------ progress
+
+    def frontier(self, partition: int) -> int:
+        """The exclusive applied frontier of an output partition."""
+        return self.progress(partition)[0]
+
+    def stopped(self, partition: int) -> str | None:
+        """The protocol diagnostic that stopped an output partition, or None."""
+        return self.progress(partition)[1]
+
+    def progress(self, partition: int) -> tuple[int, str | None]:
+        self._check_partition(partition)
+        with self.db.transaction(self._label(f"reading progress of {partition}")) as conn:
+            row = conn.execute(
+                "SELECT next_offset, stopped FROM view_progress"
+                " WHERE ns_id = %s AND partition = %s",
+                (self.ns_id, partition),
+            ).fetchone()
+        assert row is not None
+        return row[0], row[1]
+
+    # ------------------------------------------------------------ application
+
+    def apply(self, partition: int, records: Iterable[tuple[int, bytes]]) -> list[ViewDecision]:
+        """Apply output records (offset, raw envelope bytes) in offset order, in one transaction.
+
+        Returns one decision per record. Records below the frontier are
+        ALREADY_APPLIED; after a PROTOCOL_ERROR every later record is STOPPED.
+        A lost commit reply raises CommitUnknown: re-read ``frontier``.
+        """
+        self._check_partition(partition)
+        recs = list(records)
+        label = self._label(f"applying output partition {partition}")
+        with self.db.transaction(label) as conn:
+            row = conn.execute(
+                "SELECT next_offset, stopped FROM view_progress"
+                " WHERE ns_id = %s AND partition = %s FOR UPDATE",
+                (self.ns_id, partition),
+            ).fetchone()
+            assert row is not None
+            start, stopped = row
+            inputs: list[bytes | Envelope] = []
+            ids: set[str] = set()
+            for _, raw in recs:
+                dec = wire.decode_envelope(raw)
+                if isinstance(dec, wire.DecodeError):
+                    inputs.append(raw)  # decide() reports the decode error itself
+                else:
+                    inputs.append(dec)
+                    ids.add(dec.output_id.encoded)
+            vs = ViewState(self.cfg)
+            vs.frontiers[partition] = start
+            if stopped is not None:
+                vs.stopped[partition] = stopped
+            if ids and stopped is None:
+                for (raw_env,) in conn.execute(
+                    "SELECT envelope FROM view_rows WHERE ns_id = %s AND output_id = ANY(%s)",
+                    (self.ns_id, sorted(ids)),
+                ):
+                    env = wire.decode_envelope(bytes(raw_env))
+                    if isinstance(env, wire.DecodeError):
+                        msg = f"stored view row is not a valid envelope: {env.message}"
+                        raise StoreError(msg)
+                    vs.rows[env.output_id] = env
+            decisions: list[ViewDecision] = []
+            stored: dict[OutputID, tuple[int, bytes]] = {}
+            stop: tuple[int, bytes] | None = None
+            for (off, raw), x in zip(recs, inputs, strict=True):
+                d = vs.apply(partition, off, x)
+                decisions.append(d)
+                if d.effect is Effect.STORED and d.envelope is not None:
+                    stored[d.envelope.output_id] = (off, raw)
+                elif d.effect is Effect.PROTOCOL_ERROR:
+                    stop = (off, raw)
+            if stored:
+                self._write_rows(conn, partition, vs, stored)
+            if vs.frontier(partition) != start or stop is not None:
+                conn.execute(
+                    "UPDATE view_progress SET next_offset = %s, stopped = %s,"
+                    " stopped_offset = %s, stopped_envelope = %s"
+                    " WHERE ns_id = %s AND partition = %s",
+                    (
+                        vs.frontier(partition),
+                        vs.stopped.get(partition),
+                        None if stop is None else stop[0],
+                        None if stop is None else stop[1],
+                        self.ns_id,
+                        partition,
+                    ),
+                )
+        return decisions
+
+    def _write_rows(
+        self,
+        conn: Any,
+        partition: int,
+        vs: ViewState,
+        stored: dict[OutputID, tuple[int, bytes]],
+    ) -> None:
+        cols: list[list[Any]] = [[] for _ in range(10)]
+        for oid, (off, raw) in stored.items():
+            env = vs.rows[oid]
+            for col, v in zip(
+                cols,
+                (
+                    oid.encoded,
+                    partition,
+                    oid.family.value,
+                    oid.key.item,
+                    oid.key.location,
+                    oid.day,
+                    env.version,
+                    env.payload.present,
+                    raw,
+                    off,
+                ),
+                strict=True,
+            ):
+                col.append(v)
+        conn.execute(_UPSERT_ROWS, (self.ns_id, *cols))
+
+    # ------------------------------------------------------------ inspection
+
+    def snapshot(self) -> ViewState:
+        """The whole view in one REPEATABLE READ, READ ONLY transaction, as a ViewState.
+
+        ``frontiers`` lists the partitions that have applied something, as the
+        in-memory view does.
+        """
+        vs = ViewState(self.cfg)
+        with self.db.transaction(self._label("taking a snapshot"), snapshot=True) as conn:
+            for p, nxt, stopped in conn.execute(
+                "SELECT partition, next_offset, stopped FROM view_progress WHERE ns_id = %s",
+                (self.ns_id,),
+            ):
+                if nxt > 0:
+                    vs.frontiers[p] = nxt
+                if stopped is not None:
+                    vs.stopped[p] = stopped
+            for (raw,) in conn.execute(
+                "SELECT envelope FROM view_rows WHERE ns_id = %s", (self.ns_id,)
+            ):
+                env = wire.decode_envelope(bytes(raw))
+                if isinstance(env, wire.DecodeError):
+                    msg = f"stored view row is not a valid envelope: {env.message}"
+                    raise StoreError(msg)
+                vs.rows[env.output_id] = env
+        return vs
+
+    def projections(self) -> dict[StockKey, Projection]:
+        """Visible per-key projection (withdrawals hidden) from a consistent snapshot."""
+        return self.snapshot().projections()
+
+    def rows_of(self, keys: Sequence[StockKey]) -> list[bytes]:
+        """Stored envelope bytes of the given keys (for inspection tools)."""
+        items = [k.item for k in keys]
+        locs = [k.location for k in keys]
+        with self.db.transaction(self._label("reading rows"), snapshot=True) as conn:
+            return [
+                bytes(r[0])
+                for r in conn.execute(
+                    "SELECT v.envelope FROM view_rows v"
+                    " JOIN unnest(%s::text[], %s::text[]) AS u(i, l)"
+                    " ON v.item = u.i AND v.location = u.l"
+                    " WHERE v.ns_id = %s ORDER BY v.output_id",
+                    (items, locs, self.ns_id),
+                )
+            ]
+
+
+__all__ = ["PgViewStore"]
