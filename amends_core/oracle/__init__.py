@@ -1,0 +1,10 @@
+"""Independent full-history oracle: its own decoding route and whole-column Polars work.
+
+It may depend only on ledger values, time formatting, the result shape and the
+records format; an import-boundary test keeps fold, diff, view, process,
+pipeline and the stores out of its reach.
+"""
+
+from amends_core.oracle.compute import OracleInputError, OracleResult, compute
+
+__all__ = ["OracleInputError", "OracleResult", "compute"]
