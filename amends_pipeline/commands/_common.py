@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from amends_core import wire
@@ -37,3 +40,27 @@ def load_records(cfg: Config, paths: list[str]) -> dict[int, list[Record]]:
         return order_records(framed, cfg.partitions, cfg.source_incarnation)
     except RecordsError as e:
         raise UsageError(str(e)) from None
+
+
+def operational(fn: Callable[..., int]) -> Callable[..., int]:
+    """Turn operation errors (store, Kafka, fencing, retention) into one line and exit 1.
+
+    Unreachable services and missing set-up are environment problems: exit 2.
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args: object, **kwargs: object) -> int:
+        from amends_core.errors import OperationError
+        from amends_pipeline.kafka.topics import KafkaError, KafkaUnavailable
+        from amends_pipeline.manifest import ManifestMissing
+        from amends_pipeline.postgres.errors import SchemaError, StoreError, StoreUnavailable
+
+        try:
+            return fn(*args, **kwargs)
+        except (StoreUnavailable, KafkaUnavailable, SchemaError, ManifestMissing) as e:
+            raise UsageError(str(e)) from None
+        except (OperationError, StoreError, KafkaError) as e:
+            print(f"amends: {type(e).__name__}: {e}", file=sys.stderr)
+            return 1
+
+    return wrapper

@@ -271,6 +271,25 @@ class Writer:
                 raise _raise_from(msg, e) from e
         self._p.poll(0)
 
+    def produce_raw(
+        self, topic: str, partition: int, value: bytes, key: bytes | None, on_delivery: Any
+    ) -> None:
+        """Produce with a caller-supplied delivery callback (the relay tracks receipts)."""
+        while True:
+            try:
+                self._p.produce(topic, value=value, key=key, partition=partition, on_delivery=on_delivery)
+                break
+            except BufferError:
+                self._p.poll(0.1)
+            except KafkaException as e:
+                msg = f"producing to {topic}[{partition}]"
+                raise _raise_from(msg, e) from e
+        self._p.poll(0)
+
+    def flush_quietly(self, timeout: float = 30.0) -> int:
+        """Wait for delivery reports; returns how many messages are still undelivered."""
+        return int(self._p.flush(timeout))
+
     def flush(self, timeout: float = 60.0) -> None:
         left = self._p.flush(timeout)
         if left:

@@ -1,0 +1,115 @@
+"""``amends role worker|relay|view``: the long-running processes of the pipeline."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from contextlib import ExitStack
+
+from amends_pipeline.commands._common import load_config, operational
+from amends_pipeline.errors import UsageError
+from amends_pipeline.roles.loop import Stop, run_loop
+from amends_pipeline.runtime import Runtime
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "role",
+        help="run the worker, relay or view role until stopped",
+        description=(
+            "worker: source topic -> fenced PostgreSQL batches (claims a new ownership epoch"
+            " per partition; a replaced owner stops). relay: outbox -> output topic, in"
+            " order, bytes unchanged (one relay per partition, by advisory lock). view: output"
+            " topic -> materialized view. SIGTERM/SIGINT finish the current batch and exit 0."
+            " Exit 1 on an error retrying cannot fix (replaced owner, recreated topic, lost"
+            " retention, stopped view partition, a close outside int64); 2 on unusable"
+            " arguments or environment (also after repeated transient failures)."
+        ),
+    )
+    p.add_argument("role", choices=["worker", "relay", "view"])
+    p.add_argument("--config", required=True, metavar="CONFIG.json")
+    p.add_argument(
+        "--partition", type=int, action="append", metavar="P",
+        help="partitions to serve (repeatable); default: all",
+    )
+    p.add_argument("--batch-size", type=int, default=1000)
+    p.add_argument("--until-idle", action="store_true", help="exit 0 once no work is left")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=run)
+
+
+@operational
+def run(args: argparse.Namespace) -> int:
+    cfg = load_config(args.config)
+    parts = args.partition or list(range(cfg.partitions))
+    bad = [p for p in parts if not 0 <= p < cfg.partitions]
+    if bad:
+        msg = f"partition {bad[0]} is not configured (0..{cfg.partitions - 1})"
+        raise UsageError(msg)
+    if args.batch_size < 1:
+        msg = "--batch-size must be at least 1"
+        raise UsageError(msg)
+    rt = Runtime(cfg)
+    stop = Stop()
+    stop.install()
+
+    def log(text: str) -> None:
+        if not args.quiet:
+            print(f"amends {args.role}: {text}", file=sys.stderr, flush=True)
+
+    with ExitStack() as stack:
+        steps = build_steps(rt, args.role, parts, args.batch_size, stack, log)
+        log(f"serving partitions {parts} of {cfg.namespace!r}")
+        total = run_loop(
+            steps, stop, until_idle=args.until_idle,
+            on_error=lambda e, n: log(f"transient failure {n}: {e}"),
+        )
+        log(f"stopping after {total} items")
+    return 0
+
+
+def build_steps(rt: Runtime, role: str, parts: list[int], batch: int, stack: ExitStack, log):  # type: ignore[no-untyped-def]
+    """Open what a role needs (closed by ``stack``) and return its step callables."""
+    if role == "worker":
+        from amends_pipeline.roles.worker import WorkerPartition
+
+        store = stack.enter_context(rt.store("amends-worker"))
+        m = rt.manifest(store)
+        reader = stack.enter_context(rt.reader(m.source_topic))
+        workers = [WorkerPartition(store, reader, m, p, batch_size=batch) for p in parts]
+        for w in workers:
+            tok = w.claim()
+            log(f"partition {w.partition}: epoch {tok.epoch}, frontier {store.frontier(w.partition)}")
+
+        def make(w):  # type: ignore[no-untyped-def]
+            return lambda: w.step().records
+
+        return [make(w) for w in workers]
+    if role == "relay":
+        from amends_pipeline.roles.relay import RelayLock, RelayPartition
+
+        store = stack.enter_context(rt.store("amends-relay"))
+        m = rt.manifest(store)
+        writer = rt.writer()
+        relays = []
+        for p in parts:
+            lock = RelayLock(rt.dsn, rt.schema, rt.cfg.namespace, p)
+            stack.callback(lock.close)
+            relays.append(RelayPartition(store, writer, m.output_topic, p, batch_size=batch))
+
+        def make_r(r):  # type: ignore[no-untyped-def]
+            return lambda: r.step().published
+
+        return [make_r(r) for r in relays]
+    from amends_pipeline.roles.view import ViewPartition
+
+    store = stack.enter_context(rt.store("amends-view-manifest"))
+    m = rt.manifest(store)
+    vstore = stack.enter_context(rt.view_store())
+    reader = stack.enter_context(rt.reader(m.output_topic))
+    views = [ViewPartition(vstore, reader, p, batch_size=max(batch, 1000)) for p in parts]
+
+    def make_v(v):  # type: ignore[no-untyped-def]
+        return lambda: v.step().applied
+
+    return [make_v(v) for v in views]

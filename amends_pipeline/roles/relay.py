@@ -1,0 +1,102 @@
+"""The relay role: ordered outbox rows -> the output topic, bytes unchanged.
+
+Resume contract: the acknowledged outbox prefix is the only progress. A relay
+publishes the earliest pending rows in sequence order, waits for the broker's
+delivery reports, then records receipts and acknowledges exactly the
+delivered prefix. A retry republishes the stored bytes (same sequence,
+version and content), so a lost delivery report can only duplicate a message
+in the output log, which the view recognises; it can never skip or reorder
+intent. One relay per source partition is enforced with a PostgreSQL
+session advisory lock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from amends_core.errors import OperationError
+from amends_pipeline.kafka.topics import Writer
+from amends_pipeline.postgres.connection import open_connection
+from amends_pipeline.postgres.store import PgStore
+
+
+class RelayBusy(OperationError):
+    """Another relay holds this partition."""
+
+
+@dataclass(frozen=True, slots=True)
+class RelayResult:
+    partition: int
+    published: int
+    acknowledged: int
+    pending_after: int
+    seconds: float
+
+
+def _lock_id(namespace: str, partition: int) -> int:
+    digest = hashlib.sha256(f"amends-relay:{namespace}:{partition}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+class RelayLock:
+    """Session advisory lock: held while the process (and its session) lives."""
+
+    def __init__(self, conninfo: str, schema: str, namespace: str, partition: int) -> None:
+        self.conn = open_connection(conninfo, schema, application_name="amends-relay-lock")
+        key = _lock_id(namespace, partition)
+        row = self.conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+        if not row or not row[0]:
+            self.conn.close()
+            msg = f"another relay already publishes partition {partition} of {namespace!r}"
+            raise RelayBusy(msg)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class RelayPartition:
+    def __init__(
+        self, store: PgStore, writer: Writer, topic: str, partition: int, *, batch_size: int = 1000
+    ) -> None:
+        self.store = store
+        self.writer = writer
+        self.topic = topic
+        self.partition = partition
+        self.batch_size = batch_size
+
+    def step(self) -> RelayResult:
+        """Publish and acknowledge at most one batch of pending rows."""
+        t0 = time.perf_counter()
+        p = self.partition
+        rows = self.store.pending(p, limit=self.batch_size)
+        if not rows:
+            return RelayResult(p, 0, 0, 0, time.perf_counter() - t0)
+        delivered: dict[int, int] = {}
+        failures: list[str] = []
+
+        def report(seq: int) -> Any:
+            def cb(err: Any, msg: Any) -> None:
+                if err is None:
+                    delivered[seq] = msg.offset()
+                else:
+                    failures.append(f"{err.name()}: {err.str()}")
+            return cb
+
+        for r in rows:
+            self.writer.produce_raw(self.topic, p, r.envelope, None, report(r.sequence))
+        self.writer.flush_quietly()
+        receipts: list[tuple[int, int | None]] = []
+        for r in rows:  # acknowledge only the consecutive delivered prefix
+            if r.sequence not in delivered:
+                break
+            receipts.append((r.sequence, delivered[r.sequence]))
+        if receipts:
+            self.store.acknowledge_many(p, receipts)
+        if len(receipts) < len(rows):
+            why = failures[0] if failures else "no delivery report in time"
+            msg = f"published {len(receipts)} of {len(rows)} rows on partition {p}: {why}"
+            raise OperationError(msg)
+        return RelayResult(p, len(rows), len(receipts), self.store.pending_count(p), time.perf_counter() - t0)

@@ -1,0 +1,145 @@
+"""The worker role: source partition -> fenced PostgreSQL batches.
+
+Resume contract: the only progress is the database frontier of each source
+partition (exclusive: the next offset to read). A worker claims an epoch,
+confirms the source incarnation and retention, reads from the frontier, and
+commits each batch in one fenced transaction. A lost commit reply is settled
+by re-reading the frontier (``PgStore.resolve_unknown``), never by assuming a
+rollback. Kafka consumer offsets are never committed or trusted.
+
+``WorkerPartition.step`` is the bounded, idempotent unit that a long-running
+loop, a Dagster run or a sensor tick can all call.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from amends_core.store.memory import Token
+from amends_pipeline.kafka.topics import Reader
+from amends_pipeline.manifest import IncarnationMismatch, Manifest, SourceLost, check_source
+from amends_pipeline.postgres.errors import BatchAborted, CommitUnknown
+from amends_pipeline.postgres.store import PgStore
+
+
+@dataclass(frozen=True, slots=True)
+class StepResult:
+    partition: int
+    frontier_before: int
+    frontier: int
+    """Exclusive frontier after the step."""
+    source_end: int
+    """High watermark of the source partition when the step started."""
+    records: int
+    accepted: int
+    rejected: int
+    envelopes: int
+    seconds: float
+    resolved_unknown: bool = False
+
+    @property
+    def lag(self) -> int:
+        return max(0, self.source_end - self.frontier)
+
+
+class WorkerPartition:
+    """Owns one source partition through a database epoch."""
+
+    def __init__(
+        self,
+        store: PgStore,
+        reader: Reader,
+        manifest: Manifest,
+        partition: int,
+        *,
+        batch_size: int = 1000,
+        recheck_seconds: float = 5.0,
+    ) -> None:
+        self.store = store
+        self.reader = reader
+        self.manifest = manifest
+        self.partition = partition
+        self.batch_size = batch_size
+        self.token: Token | None = None
+        self.recheck_seconds = recheck_seconds
+        self._checked_at = float("-inf")
+
+    def claim(self) -> Token:
+        """Install a new epoch; after an unknown claim outcome, observe the installed one."""
+        self._checked_at = float("-inf")  # a new owner always re-confirms the incarnation
+        try:
+            self.token = self.store.claim(self.partition)
+        except CommitUnknown:
+            self.token = self.store.observe(self.partition)
+        return self.token
+
+    def effective_frontier(self, frontier: int) -> int:
+        """The frontier with the marker offset stepped over (markers are never applied)."""
+        return frontier + 1 if frontier == self.manifest.markers[self.partition] else frontier
+
+    def _check(self, frontier: int) -> int:
+        """Source end; the marker itself is re-read at most every ``recheck_seconds``."""
+        p = self.partition
+        now = time.monotonic()
+        if now - self._checked_at >= self.recheck_seconds:
+            wm = check_source(self.reader, self.manifest, {p: frontier})[p]
+            self._checked_at = now
+        else:
+            wm = self.reader.watermarks(p)
+            if wm.high < frontier:
+                msg = (
+                    f"{self.manifest.source_topic}[{p}] ends at {wm.high}, below the frontier"
+                    f" {frontier}: the topic was recreated or truncated"
+                )
+                raise IncarnationMismatch(msg)
+            if wm.low > frontier:
+                msg = (
+                    f"{self.manifest.source_topic}[{p}] retains offsets from {wm.low}, but"
+                    f" offset {frontier} is still needed: the source prefix was lost"
+                )
+                raise SourceLost(msg)
+        return wm.high
+
+    def step(self, max_records: int | None = None) -> StepResult:
+        """Process at most one batch from the frontier; idempotent and bounded."""
+        t0 = time.perf_counter()
+        if self.token is None:
+            self.claim()
+        assert self.token is not None
+        p = self.partition
+        frontier = self.store.frontier(p)
+        high = self._check(frontier)
+        start = self.effective_frontier(frontier)
+        end = min(high, start + min(self.batch_size, max_records or self.batch_size))
+        records = [
+            rec
+            for rec, _ in self.reader.records(self.manifest.source_incarnation, p, start, end)
+            if rec is not None
+        ]
+        if not records:
+            return StepResult(p, start, start, high, 0, 0, 0, 0, time.perf_counter() - t0)
+        resolved = False
+        result = None
+        try:
+            result = self.store.process(self.token, frontier, records)
+        except CommitUnknown as e:
+            resolved = self.store.resolve_unknown(e)
+        except BatchAborted as e:
+            # An operation error (e.g. a close outside int64) on one record: commit the
+            # records before it, then stop with the error; the failing record stays unread.
+            before = [r for r in records if r.coords.offset < e.offset]
+            if before:
+                self.store.process(self.token, frontier, before)
+            raise
+        after = self.effective_frontier(self.store.frontier(p) if result is None else result.frontier)
+        return StepResult(
+            p, start, after, high, len(records),
+            result.accepted if result else 0,
+            len(result.rejections) if result else 0,
+            len(result.rows) if result else 0,
+            time.perf_counter() - t0, resolved,
+        )
+
+
+__all__ = ["SourceLost", "StepResult", "WorkerPartition"]
