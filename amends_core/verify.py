@@ -1,0 +1,492 @@
+"""Verification: compare the oracle with the downstream view at a boundary.
+
+The caller establishes the boundary (the memory model from its logs and
+frontiers, the durable verifier from PostgreSQL and the broker) and hands over
+what it saw: the view's retained rows and stopped partitions, the store's
+quarantine and retained conflict evidence. ``verify`` decides one status with
+this precedence, first match wins:
+
+1. ``ERROR``                the oracle failed, or a view partition stopped on a
+                            protocol error;
+2. ``INCOMPLETE``           the boundary is not complete or a component runs
+                            under another configuration digest (known
+                            diagnostics are kept, nothing is compared);
+3. ``BLOCKED``              some key has unresolved highest-revision authority
+                            (every difference found is still reported);
+4. ``DRIFT``                any difference in business rows, trust status,
+                            quarantine or conflict evidence;
+5. ``PASS_WITH_EXCLUSIONS`` agreement, with rejected records or historical
+                            conflicts to acknowledge;
+6. ``PASS``                 agreement and nothing excluded.
+
+For a BLOCKED key only status and reasons are compared: the view holds values
+frozen when the conflict appeared, which are never certified.
+"""
+
+from __future__ import annotations
+
+import base64
+import enum
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from amends_core.ledger import (
+    Config,
+    Conflict,
+    Envelope,
+    Family,
+    OutputID,
+    Payload,
+    Projection,
+    Rejection,
+    Status,
+    StockKey,
+    compact_json,
+)
+from amends_core.oracle import OracleResult
+from amends_core.oracle import compute as oracle_compute
+from amends_core.result import RejectionRef
+from amends_core.view import project
+
+if TYPE_CHECKING:
+    from amends_core.pipeline import MemoryPipeline
+
+
+class VerifyStatus(enum.StrEnum):
+    PASS = "PASS"
+    PASS_WITH_EXCLUSIONS = "PASS_WITH_EXCLUSIONS"
+    BLOCKED = "BLOCKED"
+    DRIFT = "DRIFT"
+    INCOMPLETE = "INCOMPLETE"
+    ERROR = "ERROR"
+
+
+class DiffKind(enum.StrEnum):
+    KEY_STATUS = "key-status"
+    BALANCE = "balance"
+    ALERT = "alert"
+    REJECTION = "rejection"
+    CONFLICT = "conflict"
+
+
+@dataclass(frozen=True, slots=True)
+class Boundary:
+    """What the caller established about the compared source and output ends."""
+
+    complete: bool
+    reasons: tuple[str, ...] = ()
+    """Why the boundary is incomplete (or notes about how it was established)."""
+    digests: tuple[tuple[str, str], ...] = ()
+    """(component, configuration digest) of every compared component, e.g. store and view."""
+
+
+@dataclass(frozen=True, slots=True)
+class Difference:
+    """One disagreement; ``expected`` is the oracle's side, ``actual`` the pipeline's."""
+
+    kind: DiffKind
+    subject: str
+    """Encoded output ID for rows and status; JSON coordinates or conflict tuple otherwise."""
+    expected: Any
+    """JSON-ready value, or None when the oracle has nothing there."""
+    actual: Any
+    """JSON-ready value, or None when the pipeline has nothing there."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind.value,
+            "subject": self.subject,
+            "expected": self.expected,
+            "actual": self.actual,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    keys: int = 0
+    blocked_keys: int = 0
+    rows: int = 0
+    """Balance and alert output IDs compared (union of both sides, unblocked keys)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """The outcome of one verification, with everything needed to act on it."""
+
+    status: VerifyStatus
+    namespace: str
+    config_digest: str
+    error: str | None = None
+    """Oracle failure or view protocol error (status ERROR)."""
+    boundary_reasons: tuple[str, ...] = ()
+    blocked: tuple[Projection, ...] = ()
+    """Oracle projections of BLOCKED keys (status and reasons)."""
+    rejections: tuple[Rejection, ...] = ()
+    """The oracle's rejections (the quarantine's when the oracle failed)."""
+    conflicts: tuple[Conflict, ...] = ()
+    """The oracle's conflicts (the retained evidence when the oracle failed)."""
+    differences: tuple[Difference, ...] = ()
+    counts: Counts = field(default_factory=Counts)
+
+    @property
+    def rejection_refs(self) -> tuple[RejectionRef, ...]:
+        return tuple(sorted(_ref(r) for r in self.rejections))
+
+    def accepts(
+        self,
+        expected_rejections: Iterable[RejectionRef | Rejection],
+        expected_conflicts: Iterable[Conflict],
+    ) -> bool:
+        """Whether this report certifies the run against explicit manifests.
+
+        PASS only when nothing is expected; PASS_WITH_EXCLUSIONS only when the
+        rejection manifest (coordinates and reason) and the conflict manifest
+        equal the report's exactly; every other status never accepts.
+        """
+        rejections = sorted(
+            r if isinstance(r, RejectionRef) else _ref(r) for r in expected_rejections
+        )
+        conflicts = sorted(expected_conflicts)
+        if self.status is VerifyStatus.PASS:
+            return not rejections and not conflicts
+        if self.status is VerifyStatus.PASS_WITH_EXCLUSIONS:
+            return rejections == list(self.rejection_refs) and conflicts == sorted(self.conflicts)
+        return False
+
+    def to_json(self) -> dict[str, Any]:
+        """Machine-readable form with every difference."""
+        return {
+            "status": self.status.value,
+            "namespace": self.namespace,
+            "config_digest": self.config_digest,
+            "error": self.error,
+            "boundary_reasons": list(self.boundary_reasons),
+            "counts": {
+                "keys": self.counts.keys,
+                "blocked_keys": self.counts.blocked_keys,
+                "rows": self.counts.rows,
+                "rejections": len(self.rejections),
+                "conflicts": len(self.conflicts),
+                "differences": len(self.differences),
+            },
+            "blocked": [
+                {**p.key.to_json(), "reasons": [r.to_json() for r in p.reasons]}
+                for p in self.blocked
+            ],
+            "rejections": [_rejection_json(r) for r in self.rejections],
+            "conflicts": [_conflict_json(c) for c in self.conflicts],
+            "differences": [d.to_json() for d in self.differences],
+        }
+
+    def render(self, max_rows: int = 20) -> str:
+        """A bounded human-readable summary: at most ``max_rows`` lines per list."""
+        lines = [
+            f"verification {self.status.value}: namespace {self.namespace!r},"
+            f" config {self.config_digest[:12]}"
+        ]
+        if self.error:
+            lines.append(f"  error: {self.error}")
+        for reason in self.boundary_reasons[:max_rows]:
+            lines.append(f"  boundary: {reason}")
+        _more(lines, len(self.boundary_reasons), max_rows)
+        lines.append(
+            f"  compared {self.counts.keys} keys ({self.counts.blocked_keys} blocked),"
+            f" {self.counts.rows} balance/alert rows; {len(self.rejections)} rejections,"
+            f" {len(self.conflicts)} conflicts, {len(self.differences)} differences"
+        )
+        for p in self.blocked[:max_rows]:
+            refs = ", ".join(f"{r.txn_id}@{r.revision}" for r in p.reasons)
+            lines.append(f"  blocked {p.key.item}/{p.key.location}: {refs}")
+        _more(lines, len(self.blocked), max_rows)
+        for d in self.differences[:max_rows]:
+            lines.append(
+                f"  {d.kind.value} {d.subject}:"
+                f" expected {_short(d.expected)}, actual {_short(d.actual)}"
+            )
+        _more(lines, len(self.differences), max_rows)
+        return "\n".join(lines)
+
+
+def _more(lines: list[str], total: int, shown: int) -> None:
+    if total > shown:
+        lines.append(f"  ... and {total - shown} more")
+
+
+def _short(value: Any, limit: int = 160) -> str:
+    if value is None:
+        return "(nothing)"
+    text = compact_json(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# ---------------------------------------------------------------- JSON helpers
+
+
+def _ref(r: Rejection) -> RejectionRef:
+    return RejectionRef(r.record.coords.partition, r.record.coords.offset, r.reason)
+
+
+def _bytes_json(raw: bytes | None, name: str) -> dict[str, Any]:
+    if raw is None:
+        return {name: None}
+    try:
+        return {name: raw.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {f"{name}_b64": base64.b64encode(raw).decode("ascii")}
+
+
+def _rejection_json(r: Rejection) -> dict[str, Any]:
+    return {
+        **r.record.coords.to_json(),
+        "reason": r.reason.value,
+        **_bytes_json(r.record.key, "key"),
+        **_bytes_json(r.record.value, "value"),
+    }
+
+
+def _conflict_json(c: Conflict) -> dict[str, Any]:
+    return {
+        "item": c.key.item,
+        "location": c.key.location,
+        "txn_id": c.txn_id,
+        "revision": c.revision,
+    }
+
+
+# ---------------------------------------------------------------- comparison
+
+
+def _status_json(p: Projection) -> dict[str, Any]:
+    return {"status": p.status.value, "reasons": [r.to_json() for r in p.reasons]}
+
+
+def _business_rows(p: Projection) -> dict[tuple[Family, int], Payload]:
+    rows: dict[tuple[Family, int], Payload] = {
+        (Family.BALANCE, b.day): Payload(True, close=b.close) for b in p.balances
+    }
+    for a in p.alerts:
+        rows[(Family.ALERT, a.day)] = Payload(True, close=a.close, threshold=a.threshold)
+    return rows
+
+
+def _compare_keys(
+    cfg: Config, expected: Sequence[Projection], actual: Mapping[StockKey, Projection]
+) -> tuple[list[Difference], int]:
+    diffs: list[Difference] = []
+    rows = 0
+    for exp in expected:
+        act = actual.get(exp.key, Projection.untouched(exp.key))
+        if (exp.status, exp.reasons) != (act.status, act.reasons):
+            oid = OutputID(cfg.namespace, Family.STATUS, exp.key, None)
+            diffs.append(
+                Difference(DiffKind.KEY_STATUS, oid.encoded, _status_json(exp), _status_json(act))
+            )
+        if exp.status is Status.BLOCKED:
+            continue  # frozen view values are not comparable
+        want, have = _business_rows(exp), _business_rows(act)
+        ids = sorted(want.keys() | have.keys(), key=lambda fd: (fd[0].value, fd[1]))
+        rows += len(ids)
+        for family, day in ids:
+            w, h = want.get((family, day)), have.get((family, day))
+            if w != h:
+                oid = OutputID(cfg.namespace, family, exp.key, day)
+                diffs.append(
+                    Difference(
+                        DiffKind(family.value),
+                        oid.encoded,
+                        None if w is None else w.to_json(),
+                        None if h is None else h.to_json(),
+                    )
+                )
+    return diffs, rows
+
+
+def _compare_rejections(
+    expected: Sequence[Rejection], actual: Sequence[Rejection]
+) -> list[Difference]:
+    """Exact raw record (value, key, coordinates) and reason, per coordinate."""
+    by_coords: dict[Any, tuple[list[Rejection], list[Rejection]]] = {}
+    for r in expected:
+        by_coords.setdefault(r.record.coords, ([], []))[0].append(r)
+    for r in actual:
+        by_coords.setdefault(r.record.coords, ([], []))[1].append(r)
+    diffs: list[Difference] = []
+    for coords in sorted(by_coords):
+        exp, act = by_coords[coords]
+        if sorted(_identity(r) for r in exp) == sorted(_identity(r) for r in act):
+            continue
+        diffs.append(
+            Difference(
+                DiffKind.REJECTION,
+                compact_json(coords.to_json()),
+                _one_or_many(exp),
+                _one_or_many(act),
+            )
+        )
+    return diffs
+
+
+def _identity(r: Rejection) -> tuple[bytes, bytes, bool, str]:
+    key = r.record.key
+    return (r.record.value, key or b"", key is None, r.reason.value)
+
+
+def _one_or_many(rs: list[Rejection]) -> Any:
+    if not rs:
+        return None
+    if len(rs) == 1:
+        return _rejection_json(rs[0])
+    return [_rejection_json(r) for r in rs]
+
+
+def _compare_conflicts(
+    expected: Sequence[Conflict], actual: Sequence[Conflict]
+) -> list[Difference]:
+    exp, act = set(expected), set(actual)
+    return [
+        Difference(
+            DiffKind.CONFLICT,
+            compact_json([c.key.item, c.key.location, c.txn_id, c.revision]),
+            _conflict_json(c) if c in exp else None,
+            _conflict_json(c) if c in act else None,
+        )
+        for c in sorted(exp ^ act)
+    ]
+
+
+def verify(
+    cfg: Config,
+    oracle: OracleResult | BaseException,
+    view_rows: Mapping[OutputID, Envelope] | Iterable[Envelope],
+    quarantine: Sequence[Rejection],
+    conflicts: Sequence[Conflict],
+    boundary: Boundary,
+    *,
+    stopped: Mapping[int, str] | None = None,
+) -> Report:
+    """Compare oracle and pipeline at a boundary and decide the status (see module doc).
+
+    ``view_rows`` are the view's retained envelopes (withdrawals included);
+    ``stopped`` maps view partitions to their protocol diagnostics;
+    ``quarantine`` and ``conflicts`` are the store's retained evidence.
+    """
+    digest = cfg.digest()
+    if isinstance(oracle, BaseException):
+        text = str(oracle) or type(oracle).__name__
+        return Report(
+            VerifyStatus.ERROR,
+            cfg.namespace,
+            digest,
+            error=f"oracle failed: {type(oracle).__name__}: {text}",
+            rejections=tuple(sorted(quarantine, key=lambda r: r.record.coords)),
+            conflicts=tuple(sorted(set(conflicts))),
+        )
+    result = oracle.result
+    blocked = tuple(p for p in result.keys if p.status is Status.BLOCKED)
+
+    def report(status: VerifyStatus, **extra: Any) -> Report:
+        return Report(
+            status,
+            cfg.namespace,
+            digest,
+            blocked=blocked,
+            rejections=oracle.rejections,
+            conflicts=result.conflicts,
+            **extra,
+        )
+
+    if stopped:
+        detail = "; ".join(f"partition {p}: {d}" for p, d in sorted(stopped.items()))
+        return report(VerifyStatus.ERROR, error=f"view protocol error: {detail}")
+    reasons = list(boundary.reasons)
+    for component, other in boundary.digests:
+        if other != digest:
+            reasons.append(f"{component} runs configuration {other[:12]}, expected {digest[:12]}")
+    if not boundary.complete and not reasons:
+        reasons.append("the boundary is not complete")
+    if not boundary.complete or len(reasons) > len(boundary.reasons):
+        return report(VerifyStatus.INCOMPLETE, boundary_reasons=tuple(reasons))
+
+    rows = view_rows.values() if isinstance(view_rows, Mapping) else view_rows
+    diffs, row_count = _compare_keys(cfg, result.keys, project(cfg, rows))
+    diffs += _compare_rejections(oracle.rejections, quarantine)
+    diffs += _compare_conflicts(result.conflicts, conflicts)
+    if blocked:
+        status = VerifyStatus.BLOCKED
+    elif diffs:
+        status = VerifyStatus.DRIFT
+    elif oracle.rejections or result.conflicts:
+        status = VerifyStatus.PASS_WITH_EXCLUSIONS
+    else:
+        status = VerifyStatus.PASS
+    return report(
+        status,
+        boundary_reasons=tuple(reasons),
+        differences=tuple(diffs),
+        counts=Counts(len(result.keys), len(blocked), row_count),
+    )
+
+
+# ---------------------------------------------------------------- memory model
+
+
+def memory_boundary(pipe: MemoryPipeline) -> Boundary:
+    """Boundary of a memory pipeline: every source record processed, published and applied.
+
+    Per partition the source end H is the last offset plus one (zero when
+    empty) and the output end O is the output log length; the worker frontier
+    must equal H, the outbox must be drained and the view frontier must equal O.
+    """
+    reasons: list[str] = []
+    for p in range(pipe.cfg.partitions):
+        log = pipe.source.get(p, [])
+        end = log[-1].coords.offset + 1 if log else 0
+        if pipe.store.frontier(p) != end:
+            reasons.append(
+                f"partition {p}: worker frontier {pipe.store.frontier(p)}, source end {end}"
+            )
+        pending = pipe.store.pending_count(p)
+        if pending:
+            reasons.append(f"partition {p}: {pending} outbox rows not yet published")
+        out_end = len(pipe.output.get(p, []))
+        if pipe.view.frontier(p) != out_end:
+            reasons.append(
+                f"partition {p}: view frontier {pipe.view.frontier(p)}, output end {out_end}"
+            )
+    return Boundary(
+        complete=not reasons,
+        reasons=tuple(reasons),
+        digests=(("store", pipe.store.cfg.digest()), ("view", pipe.view.cfg.digest())),
+    )
+
+
+def verify_memory(pipe: MemoryPipeline) -> Report:
+    """Run the oracle over the pipeline's source and verify its view at its boundary."""
+    oracle: OracleResult | BaseException
+    try:
+        oracle = oracle_compute(pipe.cfg, pipe.source)
+    except Exception as e:  # any oracle failure is reported as ERROR, never raised past here
+        oracle = e
+    return verify(
+        pipe.cfg,
+        oracle,
+        pipe.view.rows,
+        pipe.store.rejections,
+        pipe.store.conflicts(),
+        memory_boundary(pipe),
+        stopped=pipe.view.stopped,
+    )
+
+
+__all__ = [
+    "Boundary",
+    "Counts",
+    "DiffKind",
+    "Difference",
+    "Report",
+    "VerifyStatus",
+    "memory_boundary",
+    "verify",
+    "verify_memory",
+]
