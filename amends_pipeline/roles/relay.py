@@ -100,3 +100,16 @@ class RelayPartition:
             msg = f"published {len(receipts)} of {len(rows)} rows on partition {p}: {why}"
             raise OperationError(msg)
         return RelayResult(p, len(rows), len(receipts), self.store.pending_count(p), time.perf_counter() - t0)
+
+
+def relay_running(rt: object, partition: int) -> bool:
+    """Whether some session holds the relay lock of a partition (probe by try-lock)."""
+    from amends_pipeline.runtime import Runtime
+
+    assert isinstance(rt, Runtime)
+    try:
+        lock = RelayLock(rt.dsn, rt.schema, rt.cfg.namespace, partition)
+    except RelayBusy:
+        return True
+    lock.close()
+    return False
