@@ -1,0 +1,139 @@
+"""Replay an already-consumed source interval into intact state, and rebuild a namespace.
+
+Replay checks, it never repairs: every record of [from, until) must already
+be reflected exactly (accepted evidence at the same coordinates with no new
+envelope, or the same quarantine record and reason). Only after the whole
+interval passes does ``--execute`` claim a new ownership epoch; frontier,
+evidence and output versions never change.
+
+Rebuild reconstructs a fresh namespace from the retained source with the
+production roles (worker, relay, view), publishing to a new output topic with
+independent output identities, and verifies it. The original namespace is
+not touched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from amends_core.errors import OperationError, ReplayMismatch
+from amends_core.ledger import Config, Record
+from amends_core.verify import Report
+from amends_pipeline.manifest import Manifest, ManifestMissing, check_source, write_manifest
+from amends_pipeline.ops.provision import ensure_topic
+from amends_pipeline.ops.verify import verify_namespace
+from amends_pipeline.roles.loop import Stop, run_loop
+from amends_pipeline.roles.relay import RelayLock, RelayPartition
+from amends_pipeline.roles.view import ViewPartition
+from amends_pipeline.roles.worker import WorkerPartition
+from amends_pipeline.runtime import Runtime
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayPlan:
+    partition: int
+    start: int
+    until: int
+    records: int
+    executed: bool
+    epoch: int | None
+
+
+def replay(rt: Runtime, partition: int, start: int, until: int, *, execute: bool) -> ReplayPlan:
+    if not 0 <= start <= until:
+        msg = f"the interval [{start}, {until}) is empty or reversed"
+        raise ReplayMismatch(msg)
+    with rt.store("amends-replay") as store:
+        m = rt.manifest(store)
+        frontier = store.frontier(partition)
+        if until > frontier:
+            msg = f"[{start}, {until}) reaches past the frontier {frontier}: not consumed yet"
+            raise ReplayMismatch(msg)
+        with rt.reader(m.source_topic) as reader:
+            check_source(reader, m, {partition: start})
+            recs: list[Record] = [
+                r for r, _ in reader.records(m.source_incarnation, partition, start, until) if r is not None
+            ]
+        if not execute:
+            for r in recs:
+                store.check_replay(r)
+            return ReplayPlan(partition, start, until, len(recs), False, None)
+        token = store.replay(partition, recs)
+        return ReplayPlan(partition, start, until, len(recs), True, token.epoch)
+
+
+@dataclass(frozen=True, slots=True)
+class RebuildPlan:
+    namespace: str
+    output_topic: str
+    source_topic: str
+    executed: bool
+    report: Report | None
+    accepted: bool = False
+    """The rebuild verifies and its exclusions equal the original namespace's quarantine
+    and conflict evidence exactly."""
+
+
+def rebuild(
+    rt: Runtime, new_namespace: str, output_topic: str, *, execute: bool, batch: int = 5000
+) -> RebuildPlan:
+    old = rt.cfg
+    if new_namespace == old.namespace:
+        msg = "the rebuild namespace must differ from the original"
+        raise OperationError(msg)
+    new_cfg: Config = old.with_namespace(new_namespace)
+    with rt.store("amends-rebuild") as store:
+        m = rt.manifest(store)
+        if output_topic == m.output_topic:
+            msg = f"output topic {output_topic!r} belongs to {old.namespace!r}; use a new one"
+            raise OperationError(msg)
+        with rt.reader(m.source_topic) as reader:
+            check_source(reader, m, {p: 0 for p in range(old.partitions)})
+        original = store.snapshot(evidence=False, outbox="none")
+    if not execute:
+        return RebuildPlan(new_namespace, output_topic, m.source_topic, False, None)
+    nrt = Runtime(new_cfg, dsn=rt.dsn, schema=rt.schema, bootstrap=rt.kafka())
+    ensure_topic(nrt, output_topic, new_cfg.partitions)
+    with nrt.store("amends-rebuild") as nstore:
+        try:
+            existing = nrt.manifest(nstore)
+        except ManifestMissing:
+            existing = None
+        if existing is None:
+            write_manifest(
+                nstore.db, nstore.ns_id,
+                Manifest(
+                    new_namespace, m.source_topic, output_topic, m.partitions, m.source_incarnation,
+                    new_cfg.digest(), m.nonce, dict(m.markers), m.marker_namespace,
+                ),
+            )
+        elif existing.output_topic != output_topic or existing.nonce != m.nonce:
+            msg = f"namespace {new_namespace!r} already exists with another binding"
+            raise OperationError(msg)
+        nm = nrt.manifest(nstore)
+        drain(nrt, nm, batch)
+    report = verify_namespace(nrt)
+    accepted = report.accepts(list(original.rejections), original.conflicts())
+    return RebuildPlan(new_namespace, output_topic, m.source_topic, True, report, accepted)
+
+
+def drain(rt: Runtime, m: Manifest, batch: int) -> None:
+    """Run worker, relay and view steps of every partition until no work is left."""
+    parts = range(rt.cfg.partitions)
+    with rt.store("amends-rebuild-worker") as store, rt.view_store() as vstore, \
+            rt.reader(m.source_topic) as src, rt.reader(m.output_topic) as out:
+        writer = rt.writer()
+        workers = [WorkerPartition(store, src, m, p, batch_size=batch) for p in parts]
+        locks = [RelayLock(rt.dsn, rt.schema, rt.cfg.namespace, p) for p in parts]
+        try:
+            relays = [RelayPartition(store, writer, m.output_topic, p, batch_size=batch) for p in parts]
+            views = [ViewPartition(vstore, out, p, batch_size=batch) for p in parts]
+            steps = (
+                [lambda w=w: w.step().records for w in workers]
+                + [lambda r=r: r.step().published for r in relays]
+                + [lambda v=v: v.step().applied for v in views]
+            )
+            run_loop(steps, Stop(), until_idle=True)
+        finally:
+            for lock in locks:
+                lock.close()
