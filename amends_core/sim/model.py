@@ -126,6 +126,9 @@ class Observation(enum.StrEnum):
     """Another operation error (wrong frontier, source mismatch, ...)."""
     STOPPED = "stopped"
     """The view partition is stopped by a protocol error."""
+    ARITHMETIC = "arithmetic"
+    """The fold refused the record: a daily close would leave signed 64-bit (by design
+    the partition cannot pass it; it is neither applied nor quarantined)."""
     BACKOFF = "backoff"
     PARKED = "parked"
     RESUMED = "resumed"
@@ -348,7 +351,9 @@ class Model:
             return (Observation.IDLE, False, "")
         try:
             return self.store.prepare(tok, frontier, rec)
-        except (OperationError, CloseOutOfRange) as e:
+        except CloseOutOfRange as e:
+            return (Observation.ARITHMETIC, False, f"offset {rec.coords.offset}: {e}")
+        except OperationError as e:
             self.cursor[partition] = None
             return (Observation.REFUSED, False, f"prepare: {type(e).__name__}: {e}")
 
