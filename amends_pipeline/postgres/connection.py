@@ -22,6 +22,7 @@ from amends_pipeline.postgres.errors import (
     CommitUnknown,
     StoreError,
     StoreUnavailable,
+    connection_lost,
     one_line,
     translate,
 )
@@ -145,12 +146,9 @@ class Database:
         ``snapshot``: REPEATABLE READ READ ONLY (one consistent view of the data).
         A lost session during COMMIT raises CommitUnknown.
         """
-        label = f"{self.where}: {where}"
-        conn = self.connection()
+        label = self.label(where)
+        conn = self.begin(label, snapshot=snapshot)
         try:
-            conn.execute(
-                "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" if snapshot else "BEGIN"
-            )
             yield conn
         except psycopg.Error as e:
             self._abandon(conn)
@@ -159,6 +157,33 @@ class Database:
             self._abandon(conn)
             raise
         self.commit(conn, label)
+
+    def label(self, where: str) -> str:
+        """``where`` prefixed with the server it concerns (once)."""
+        return where if where.startswith(self.where) else f"{self.where}: {where}"
+
+    def begin(self, label: str, *, snapshot: bool = False) -> psycopg.Connection[Any]:
+        """Start a unit of work; a session the server dropped while idle is replaced.
+
+        Nothing is in flight before BEGIN, so one reconnection is always safe.
+        """
+        stmt = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" if snapshot else "BEGIN"
+        conn = self.connection()
+        try:
+            conn.execute(stmt)
+            return conn
+        except psycopg.Error as e:
+            self._abandon(conn)
+            if not connection_lost(e):
+                raise translate(e, label) from e
+        self.discard()
+        conn = self.connection()
+        try:
+            conn.execute(stmt)
+        except psycopg.Error as e:
+            self._abandon(conn)
+            raise translate(e, label) from e
+        return conn
 
     def commit(self, conn: psycopg.Connection[Any], label: str) -> None:
         """COMMIT; a lost session here is CommitUnknown, never assumed rolled back."""

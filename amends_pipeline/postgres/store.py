@@ -374,7 +374,7 @@ class PgStore:
         self.close()
 
     def _label(self, what: str) -> str:
-        return f"{self.db.where}: {what} (namespace {self.cfg.namespace!r})"
+        return self.db.label(f"{what} (namespace {self.cfg.namespace!r})")
 
     def _check_partition(self, partition: int) -> None:
         if not 0 <= partition < self.cfg.partitions:
@@ -861,10 +861,9 @@ class ProcessingTx:
             raise FenceError(msg)
         store._check_partition(p)
         db = store.db
-        conn = db.connection()
+        conn = db.begin(self._label)
+        self._open = True
         try:
-            conn.execute("BEGIN")
-            self._open = True
             row = conn.execute(_LOCK_PARTITION, (store.ns_id, p)).fetchone()
         except psycopg.Error as e:
             self._abort()

@@ -78,7 +78,7 @@ class PgViewStore:
         self.close()
 
     def _label(self, what: str) -> str:
-        return f"{self.db.where}: {what} (view of namespace {self.cfg.namespace!r})"
+        return self.db.label(f"{what} (view of namespace {self.cfg.namespace!r})")
 
     def _check_partition(self, partition: int) -> None:
         if not 0 <= partition < self.cfg.partitions:

@@ -261,6 +261,13 @@ def run_schedule(adapter: Adapter, world: World, steps: list[tuple[Any, ...]]) -
         batch = [(off, log[off]) for off in range(f, min(len(log), f + n))]
         return adapter.view_apply(p, batch) if batch else []
 
+    def catch_up(p: int) -> None:
+        while adapter.view_frontier(p) < len(world.output[p]):
+            f = adapter.view_frontier(p)
+            trace.append(view(p, 5))
+            if adapter.view_frontier(p) == f:
+                break
+
     for step in steps:
         op = step[0]
         if op == "work":
@@ -301,12 +308,11 @@ def run_schedule(adapter: Adapter, world: World, steps: list[tuple[Any, ...]]) -
             if res[0] == "error" or adapter.frontier(p) == before:
                 break
         trace.append(relay(p, 1 << 30, False))
-        while adapter.view_frontier(p) < len(world.output[p]):
-            f = adapter.view_frontier(p)
-            res = view(p, 5)
-            trace.append(res)
-            if adapter.view_frontier(p) == f:
-                break
+        catch_up(p)
+        # The transport delivers the whole log again, newest first: every older
+        # version must now be stale and every equal one a duplicate.
+        world.output[p].extend(reversed(world.output[p]))
+        catch_up(p)
     return trace
 
 

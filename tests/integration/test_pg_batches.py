@@ -1,0 +1,150 @@
+"""Batches: all or nothing, state read at most once, only the repaired suffix written."""
+
+from __future__ import annotations
+
+import pytest
+
+from amends_core.ledger import INT64_MAX, CloseOutOfRange
+from amends_pipeline.postgres.errors import BatchAborted
+from amends_pipeline.postgres.store import PgStore
+from tests import builders as b
+
+
+def day_rows(admin) -> dict[int, tuple[int, str]]:
+    """day -> (close, xmin): xmin changes exactly when a row is rewritten."""
+    return {
+        d: (c, x)
+        for d, c, x in admin.execute("SELECT day, close, xmin::text FROM key_days ORDER BY day")
+    }
+
+
+def test_a_batch_with_a_failing_record_commits_nothing_and_names_the_record(open_store, admin):
+    cfg = b.config([(b.K1, INT64_MAX - 5, 0, 0)])
+    store = open_store(cfg)
+    tok = store.claim(0)
+    recs = b.records([
+        b.txn("A", qty=1, valid=b.day(1)),
+        b.txn("B", qty=9, valid=b.day(2)),  # close leaves int64
+        b.txn("C", qty=1, valid=b.day(3)),
+    ])
+    with pytest.raises(BatchAborted) as caught:
+        store.process(tok, 0, recs)
+    assert caught.value.offset == 1
+    assert isinstance(caught.value.__cause__, CloseOutOfRange)
+    for table in ("observations", "key_days", "outputs", "outbox", "quarantine", "measurements"):
+        assert admin.execute(f"SELECT count(*) FROM {table}").fetchone() == (0,), table  # noqa: S608
+    assert store.frontier(0) == 0
+    # The prefix before the failing record commits on its own; the store is not poisoned.
+    assert store.process(tok, 0, recs[:1]).frontier == 1
+    assert store.snapshot().keys[b.K1].closes == [INT64_MAX - 4]
+
+
+def test_a_tail_append_rewrites_no_earlier_day_row(open_store, admin):
+    store = open_store(b.config([(b.K1, 10_000, 0, 0)]))
+    tok = store.claim(0)
+    store.process(tok, 0, b.records([b.txn(f"T{d}", qty=-1, valid=b.day(d)) for d in range(1, 41)]))
+    before = day_rows(admin)
+    store.process(tok, 40, b.records([b.txn("NEW", qty=-1, valid=b.day(41))], start=40))
+    after = day_rows(admin)
+    assert len(after) == 41
+    assert {d: after[d] for d in before} == before  # same values, same row versions
+    store.process(tok, 41, b.records([b.txn("SAME", qty=-2, valid=b.day(41))], start=41))
+    again = day_rows(admin)
+    changed = [d for d in again if again[d] != after.get(d)]
+    assert changed == [max(again)]
+
+
+def test_a_deep_correction_rewrites_exactly_the_days_from_the_corrected_one(open_store, admin):
+    store = open_store(b.config([(b.K1, 10_000, 0, 0)]))
+    tok = store.claim(0)
+    store.process(tok, 0, b.records([b.txn(f"T{d}", qty=-1, valid=b.day(d)) for d in range(1, 31)]))
+    before = day_rows(admin)
+    store.process(tok, 30, b.records([b.txn("T10", 2, "AMEND", qty=-5, valid=b.day(10))], 0, 30))
+    after = day_rows(admin)
+    changed = sorted(d for d in after if after[d] != before[d])
+    assert changed == sorted(before)[9:]
+
+
+def test_a_cancelled_last_activity_deletes_its_day_row(open_store, admin):
+    store = open_store(b.config())
+    tok = store.claim(0)
+    store.process(tok, 0, b.records([b.txn("A", valid=b.day(1)), b.txn("B", valid=b.day(3))]))
+    store.process(tok, 2, b.records([b.txn("B", 2, "CANCEL", qty=0, valid=b.day(3))], start=2))
+    assert len(day_rows(admin)) == 1
+
+
+def test_key_state_is_read_once_for_a_cold_batch_and_not_at_all_when_warm(open_store, monkeypatch):
+    cfg = b.config([(b.K1, 100, 60, 0), (b.K2, 100, 60, 0), (b.K3, 100, 60, 0)])
+    loads: list[int] = []
+    real = PgStore._load_keys
+
+    def counting(self, conn, cache, keys):
+        loads.append(len(keys))
+        return real(self, conn, cache, keys)
+
+    monkeypatch.setattr(PgStore, "_load_keys", counting)
+    store = open_store(cfg)
+    tok = store.claim(0)
+    recs = b.records([b.txn(f"T{i}", key=(b.K1, b.K2, b.K3)[i % 3]) for i in range(30)])
+    store.process(tok, 0, recs[:15])
+    assert loads == [3]  # one set-based read for all three keys
+    store.process(tok, 15, recs[15:])
+    assert loads == [3]  # warm: the store's own last commit is still installed
+    cold = open_store(cfg, cache=False)
+    cold.process(tok, 30, b.records([b.txn("X", key=b.K2)], start=30))
+    cold.process(tok, 31, b.records([b.txn("Y", key=b.K2)], start=31))
+    assert loads == [3, 1, 1]  # without the cache: once per batch
+
+
+def test_cold_and_warm_stores_build_identical_state(open_store):
+    cfg = b.config([(b.K1, 100, 60, 0), (b.K2, 100, 60, 0)])
+    recs = b.records([
+        b.txn("A", qty=-50, valid=b.day(1)),
+        b.txn("B", qty=-20, valid=b.day(2), key=b.K2),
+        b.txn("A", 2, "AMEND", qty=-30, valid=b.day(3)),
+        b.txn("A", 2, "AMEND", qty=-31, valid=b.day(3)),
+        b.txn("C", qty=5, valid=b.day(2)),
+        b.txn("A", 3, "CANCEL", qty=0, valid=b.day(3)),
+        b.txn("C", qty=5, valid=b.day(2), source_time="2030-01-01T00:00:00Z"),
+    ])
+    warm = open_store(cfg)
+    tok = warm.claim(0)
+    for r in recs:
+        warm.process(tok, r.coords.offset, [r])
+    cold_cfg = cfg.with_namespace("cold")
+    cold = open_store(cold_cfg, cache=False)
+    tok2 = cold.claim(0)
+    for r in recs:
+        cold.process(tok2, r.coords.offset, [r])
+    w, c = warm.snapshot(), cold.snapshot()
+    assert w.keys == c.keys
+    assert [e.envelope.replace(b'"test-ns"', b'"cold"') for e in w.outbox[0]] == [
+        e.envelope for e in c.outbox[0]
+    ]
+
+
+def test_an_empty_batch_checks_the_fence_and_changes_nothing(open_store, admin):
+    store = open_store(b.config())
+    tok = store.claim(0)
+    res = store.process(tok, 0, [])
+    assert (res.frontier, res.rows, res.accepted) == (0, (), 0)
+    store.claim(0)
+    from amends_core.errors import FenceError
+
+    with pytest.raises(FenceError):
+        store.process(tok, 0, [])
+
+
+def test_measurements_keep_cumulative_counts_and_the_latest_32_batches(open_store, admin):
+    store = open_store(b.config())
+    tok = store.claim(0)
+    for i in range(35):
+        store.process(tok, i, [b.record(b.txn(f"T{i}") if i % 5 else b"bad", i)])
+    ms = store.measurements(0)
+    assert [m.batch for m in ms] == list(range(4, 36))
+    assert ms[-1].next_offset == 35 and ms[-1].records == 1
+    row = admin.execute(
+        "SELECT records_total, rejected_total, batches_total FROM partitions WHERE ns_id = %s",
+        (store.ns_id,),
+    ).fetchone()
+    assert row == (35, 7, 35)

@@ -1,0 +1,104 @@
+"""The outbox: exact published bytes, strictly ordered acknowledgement, publication receipts."""
+
+from __future__ import annotations
+
+import threading
+
+import psycopg
+import pytest
+
+from amends_core.errors import OutboxOrderError
+from tests import builders as b
+
+
+def committed(store, n: int = 4):
+    tok = store.claim(0)
+    res = store.process(tok, 0, b.records([b.txn(f"T{i}", valid=b.day(i + 1)) for i in range(n)]))
+    return tok, res
+
+
+def receipts(admin):
+    return admin.execute(
+        "SELECT sequence, acked, output_partition, output_offset FROM outbox ORDER BY sequence"
+    ).fetchall()
+
+
+def test_pending_rows_come_in_sequence_order_with_exactly_the_bytes_to_publish(open_store):
+    store = open_store(b.config())
+    _, res = committed(store)
+    pending = store.pending(0, limit=100)
+    assert [e.sequence for e in pending] == [r.sequence for r in res.rows] == list(range(1, 6))
+    assert [e.envelope for e in pending] == [r.envelope.to_bytes() for r in res.rows]
+    assert [e.sequence for e in store.pending(0, limit=2)] == [1, 2]
+    assert store.pending_count(0) == 5
+
+
+def test_acknowledging_anything_but_the_pending_prefix_acknowledges_nothing(open_store, admin):
+    store = open_store(b.config())
+    committed(store)
+    for bad in ([(2, 10)], [(1, 10), (3, 11)], [(1, 10), (2, 11), (2, 12)], [(0, 1)], [(6, 1)]):
+        with pytest.raises(OutboxOrderError):
+            store.acknowledge_many(0, bad)
+        assert store.pending_count(0) == 5
+    store.acknowledge_many(0, [(1, 100), (2, 101)])
+    assert [e.sequence for e in store.pending(0, 10)] == [3, 4, 5]
+    with pytest.raises(OutboxOrderError, match="pending is 3"):
+        store.acknowledge(0, 2)
+    store.acknowledge(0, 3)
+    store.acknowledge_many(0, [(4, None), (5, 104)])
+    with pytest.raises(OutboxOrderError, match="pending is None"):
+        store.acknowledge(0, 6)
+    assert receipts(admin) == [
+        (1, True, 0, 100), (2, True, 0, 101), (3, True, None, None), (4, True, None, None),
+        (5, True, 0, 104),
+    ]
+
+
+def test_a_receipt_records_where_a_pending_row_landed_and_a_retry_may_overwrite_it(
+    open_store, admin
+):
+    store = open_store(b.config())
+    committed(store)
+    store.record_receipt(0, 1, 7)
+    store.record_receipt(0, 1, 9)  # republished after a lost reply
+    store.record_receipt(0, 2, 10, output_partition=0)
+    assert receipts(admin)[:2] == [(1, False, 0, 9), (2, False, 0, 10)]
+    store.acknowledge(0, 1)
+    assert receipts(admin)[0] == (1, True, 0, 9)  # acknowledging keeps the recorded receipt
+    with pytest.raises(OutboxOrderError, match="already acknowledged"):
+        store.record_receipt(0, 1, 11)
+    with pytest.raises(OutboxOrderError, match="no such outbox row"):
+        store.record_receipt(0, 99, 11)
+
+
+def test_the_relay_never_waits_for_a_running_worker_batch(open_store, admin):
+    cfg = b.config()
+    worker = open_store(cfg)
+    relay = open_store(cfg)
+    tok, _ = committed(worker)
+    tx = worker.begin(tok, 4)  # holds the partition row lock
+    tx.apply(b.records([b.txn("X", valid=b.day(9))], start=4))
+    done = threading.Event()
+
+    def acknowledge() -> None:
+        relay.acknowledge(0, 1)
+        done.set()
+
+    t = threading.Thread(target=acknowledge)
+    t.start()
+    assert done.wait(5), "acknowledge waited for the worker's lock"
+    tx.commit()
+    t.join()
+    assert relay.pending_count(0) == 6
+
+
+def test_outbox_rows_are_immutable_bytes_once_committed(open_store, admin):
+    store = open_store(b.config())
+    _, res = committed(store, 1)
+    stored = [bytes(r[0]) for r in admin.execute("SELECT envelope FROM outbox ORDER BY sequence")]
+    assert stored == [r.envelope.to_bytes() for r in res.rows]
+    with pytest.raises(psycopg.errors.UniqueViolation):
+        admin.execute(
+            "INSERT INTO outbox (ns_id, partition, sequence, envelope) VALUES (%s, 0, 1, 'x')",
+            (store.ns_id,),
+        )
