@@ -1,0 +1,134 @@
+"""The PostgreSQL view: the core version rule under the view-progress row lock."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from amends_core.view import Effect, ViewState
+from amends_pipeline.postgres.errors import CommitUnknown
+from tests import builders as b
+from tests.parity.harness import forge
+
+
+def output_log(open_store, cfg, n: int = 6) -> list[bytes]:
+    store = open_store(cfg)
+    tok = store.claim(0)
+    recs = b.records(
+        [b.txn(f"T{i % 3}", 1 + i // 3, "AMEND", qty=-10 * (i + 1), valid=b.day(1 + i % 2))
+         for i in range(n)]
+    )
+    return [r.envelope.to_bytes() for r in store.process(tok, 0, recs).rows]
+
+
+def test_values_tombstones_and_frontier_commit_together(pg_dsn, open_store, open_view, proxy,
+                                                         admin):
+    cfg = b.config()
+    log = output_log(open_store, cfg)
+    view = open_view(cfg, dsn=proxy.dsn(pg_dsn))
+    proxy.arm("swallow")
+    with pytest.raises(CommitUnknown) as caught:
+        view.apply(0, list(enumerate(log)))
+    # The COMMIT never arrived: no row and no progress, and the lock is released
+    # once the abandoned session is ended.
+    admin.execute("SELECT pg_terminate_backend(%s, 5000)", (caught.value.backend[0],))
+    assert admin.execute("SELECT count(*) FROM view_rows").fetchone() == (0,)
+    assert view.frontier(0) == 0
+    decisions = view.apply(0, list(enumerate(log)))
+    assert view.frontier(0) == len(log)
+    # Re-applying after an unknown outcome is harmless: offsets below the frontier.
+    assert {d.effect for d in view.apply(0, list(enumerate(log)))} == {Effect.ALREADY_APPLIED}
+    reference = ViewState(cfg)
+    assert [reference.apply(0, o, raw).effect for o, raw in enumerate(log)] == [
+        d.effect for d in decisions
+    ]
+    assert view.snapshot() == reference
+
+
+def test_concurrent_appliers_of_one_partition_serialise_on_its_progress_row(
+    open_store, open_view
+):
+    cfg = b.config()
+    log = output_log(open_store, cfg, 9)
+    views = [open_view(cfg) for _ in range(3)]
+    effects: list[list[str]] = []
+
+    def apply(v) -> None:
+        for start in range(0, len(log), 2):
+            effects.append([d.effect.value for d in v.apply(0, list(enumerate(log))[start:start + 2])])
+
+    threads = [threading.Thread(target=apply, args=(v,)) for v in views]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    flat = [e for batch in effects for e in batch]
+    # Every offset was applied exactly once; the other appliers saw it as already applied.
+    assert len([e for e in flat if e != "already-applied"]) == len(log)
+    reference = ViewState(cfg)
+    for o, raw in enumerate(log):
+        reference.apply(0, o, raw)
+    assert views[0].snapshot() == reference
+
+
+def test_a_protocol_violation_is_durable_with_its_bytes_and_stops_only_that_partition(
+    open_store, open_view, admin
+):
+    cfg = b.config([(b.K1, 100, 60, 0), (b.K2, 100, 60, 1)], partitions=2)
+    store = open_store(cfg)
+    t0, t1 = store.claim(0), store.claim(1)
+    out0 = [r.envelope.to_bytes() for r in store.process(t0, 0, b.records([b.txn("A")])).rows]
+    out1 = [
+        r.envelope.to_bytes()
+        for r in store.process(t1, 0, b.records([b.txn("B", key=b.K2)], partition=1)).rows
+    ]
+    view = open_view(cfg)
+    bad = forge(out0[0])
+    effects = [d.effect for d in view.apply(0, [(0, out0[0]), (1, bad), (2, out0[1])])]
+    assert effects == [Effect.STORED, Effect.PROTOCOL_ERROR, Effect.STOPPED]
+    row = admin.execute(
+        "SELECT next_offset, stopped, stopped_offset, stopped_envelope FROM view_progress"
+        " WHERE partition = 0"
+    ).fetchone()
+    assert row[0] == 1 and row[1].startswith("offset 1: ") and row[2] == 1 and bytes(row[3]) == bad
+    # A fresh view store sees the stop; the other partition goes on.
+    again = open_view(cfg)
+    assert again.stopped(0) == row[1]
+    assert [d.effect for d in again.apply(0, [(1, out0[1])])] == [Effect.STOPPED]
+    assert [d.effect for d in again.apply(1, list(enumerate(out1)))] == [Effect.STORED] * 2
+    assert again.progress(1) == (2, None)
+
+
+def test_an_output_id_stored_twice_in_one_batch_keeps_the_later_version(open_store, open_view,
+                                                                         admin):
+    cfg = b.config()
+    log = output_log(open_store, cfg, 4)
+    view = open_view(cfg)
+    view.apply(0, list(enumerate(log)))
+    versions = dict(admin.execute("SELECT output_id, version FROM view_rows").fetchall())
+    reference = ViewState(cfg)
+    for o, raw in enumerate(log):
+        reference.apply(0, o, raw)
+    assert versions == {oid.encoded: e.version for oid, e in reference.rows.items()}
+    stored = {
+        oid: bytes(env) for oid, env in admin.execute("SELECT output_id, envelope FROM view_rows")
+    }
+    assert set(stored.values()) <= set(log)
+
+
+def test_view_apply_waits_for_the_progress_lock_held_by_another_applier(open_store, open_view,
+                                                                         admin):
+    cfg = b.config()
+    log = output_log(open_store, cfg, 2)
+    holder, other = open_view(cfg), open_view(cfg)
+    with holder.db.transaction("holding the view lock") as conn:
+        conn.execute("SELECT 1 FROM view_progress WHERE partition = 0 FOR UPDATE")
+        box: dict[str, object] = {}
+        t = threading.Thread(target=lambda: box.update(d=other.apply(0, list(enumerate(log)))))
+        t.start()
+        time.sleep(0.3)
+        assert "d" not in box
+    t.join(10)
+    assert other.frontier(0) == len(log)
