@@ -15,7 +15,6 @@ coordinates (to build columns), rejected records and output rows.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
@@ -82,26 +81,49 @@ def _check_config(cfg: Config) -> None:
         raise OracleInputError(msg) from e
 
 
-def _ordered_records(cfg: Config, by_partition: Mapping[int, Sequence[Record]]) -> list[Record]:
-    """All records in (partition, offset) order after checking their coordinates."""
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Checked records in (partition, offset) order, and the columns decoded from them."""
+
+    records: list[Record]
+    values: list[bytes]
+    keys: list[bytes | None]
+    partition: pl.Series
+    """Source partition of every record (Int64)."""
+
+
+def gather(cfg: Config, by_partition: Mapping[int, Sequence[Record]]) -> Source:
+    """Check every coordinate, then lay the records out column by column.
+
+    Raises OracleInputError for a partition outside the configuration, a
+    record filed under another partition, another source incarnation, or
+    offsets that are negative or not strictly increasing.
+    """
     source = cfg.source_incarnation
-    for p, recs in by_partition.items():
+    records: list[Record] = []
+    values: list[bytes] = []
+    keys: list[bytes | None] = []
+    partition: list[pl.Series] = []
+    for p in by_partition:
         if type(p) is not int or not 0 <= p < cfg.partitions:
             msg = f"partition {p!r} is outside 0..{cfg.partitions - 1}"
             raise OracleInputError(msg)
+    for p in sorted(by_partition):
+        recs = by_partition[p]
         if not recs:
             continue
-        sources = set(map(attrgetter("coords.source"), recs))
+        coords = list(map(attrgetter("coords"), recs))
+        sources = set(map(attrgetter("source"), coords))
         if sources != {source}:
             other = sorted(s for s in sources if s != source)[0]
             msg = f"partition {p} holds a record from source {other!r}, expected {source!r}"
             raise OracleInputError(msg)
-        parts = set(map(attrgetter("coords.partition"), recs))
+        parts = set(map(attrgetter("partition"), coords))
         if parts != {p}:
             other_p = sorted(x for x in parts if x != p)[0]
             msg = f"records listed under partition {p} carry partition {other_p}"
             raise OracleInputError(msg)
-        offsets = pl.Series(list(map(attrgetter("coords.offset"), recs)), dtype=pl.Int64)
+        offsets = pl.Series(list(map(attrgetter("offset"), coords)), dtype=pl.Int64)
         if offsets.min() < 0:  # type: ignore[operator]
             msg = f"partition {p} has a negative offset"
             raise OracleInputError(msg)
@@ -113,7 +135,12 @@ def _ordered_records(cfg: Config, by_partition: Mapping[int, Sequence[Record]]) 
                 f" {offsets[bad]} is followed by {offsets[bad + 1]}"
             )
             raise OracleInputError(msg)
-    return list(itertools.chain.from_iterable(by_partition[p] for p in sorted(by_partition)))
+        records.extend(recs)
+        values.extend(map(attrgetter("value"), recs))
+        keys.extend(map(attrgetter("key"), recs))
+        partition.append(pl.repeat(p, len(recs), dtype=pl.Int64, eager=True))
+    column = pl.concat(partition) if partition else pl.Series([], dtype=pl.Int64)
+    return Source(records, values, keys, column.alias("partition"))
 
 
 # ---------------------------------------------------------------- frames
@@ -134,17 +161,10 @@ def _key_table(cfg: Config) -> tuple[list[StockKey], pl.DataFrame]:
     return [kc.key for kc in keys], table
 
 
-def _source_frame(records: list[Record]) -> pl.DataFrame:
-    values = pl.Series("value", list(map(attrgetter("value"), records)), dtype=pl.Binary)
-    keys = pl.Series("key", list(map(attrgetter("key"), records)), dtype=pl.Binary)
-    meta = pl.DataFrame(
-        {
-            "i": pl.Series(range(len(records)), dtype=pl.Int64),
-            "partition": pl.Series(
-                list(map(attrgetter("coords.partition"), records)), dtype=pl.Int64
-            ),
-        }
-    )
+def _source_frame(src: Source) -> pl.DataFrame:
+    values = pl.Series("value", src.values, dtype=pl.Binary)
+    keys = pl.Series("key", src.keys, dtype=pl.Binary)
+    meta = pl.DataFrame([pl.Series("i", range(len(src.records)), dtype=pl.Int64), src.partition])
     return pl.concat([meta, decode_values(values), decode_keys(keys)], how="horizontal")
 
 
@@ -156,9 +176,7 @@ def _reason(cfg: Config) -> pl.Expr:
     before_origin = (c("valid_s") < origin_s) | (
         (c("valid_s") == origin_s) & (c("valid_nanos") < origin_nanos)
     )
-    key_differs = (
-        c("tk_item").is_null() | (c("tk_item") != c("item")) | (c("tk_location") != c("location"))
-    )
+    key_differs = c("tk_item").is_null() | (c("tk_item") != c("item")) | (c("tk_location") != c("location"))
     chain = (
         pl.when(c("error").is_not_null())
         .then(pl.lit(RejectReason.MALFORMED.value))
@@ -242,15 +260,13 @@ def _daily(active: pl.LazyFrame, key_table: pl.DataFrame) -> pl.LazyFrame:
         .join(key_table.lazy().select("kid", "opening", "threshold"), on="kid")
         .sort("kid", "day")
         .with_columns(
-            (pl.col("opening").cast(pl.Int128) + pl.col("total").cum_sum().over("kid")).alias(
-                "close"
-            )
+            (pl.col("opening").cast(pl.Int128) + pl.col("total").cum_sum().over("kid")).alias("close")
         )
         .with_columns((pl.col("close") - pl.col("total")).alias("before"))
         .with_columns(
-            (
-                (pl.col("before") >= pl.col("threshold")) & (pl.col("close") < pl.col("threshold"))
-            ).alias("crossing")
+            ((pl.col("before") >= pl.col("threshold")) & (pl.col("close") < pl.col("threshold"))).alias(
+                "crossing"
+            )
         )
         .select("kid", "day", "close", "threshold", "crossing")
     )
@@ -268,17 +284,31 @@ def compute(cfg: Config, by_partition: Mapping[int, Sequence[Record]]) -> Oracle
     """
     _check_config(cfg)
     with gc_paused():
-        return _compute(cfg, by_partition)
+        src = gather(cfg, by_partition)
+        return derive(cfg, src, classify(cfg, src))
 
 
-def _compute(cfg: Config, by_partition: Mapping[int, Sequence[Record]]) -> OracleResult:
-    records = _ordered_records(cfg, by_partition)
-    stock_keys, key_table = _key_table(cfg)
-    frame = (
-        _source_frame(records)
+def classify(cfg: Config, src: Source) -> pl.DataFrame:
+    """Decode every record and name the first rule it breaks (``reason``, null if none).
+
+    The first phase of ``compute`` (exposed for benchmarks): one row per
+    record, ``i`` indexing ``src.records``. The configuration must be valid.
+    """
+    _, key_table = _key_table(cfg)
+    return (
+        _source_frame(src)
         .join(key_table, on=["item", "location"], how="left")
         .with_columns(_reason(cfg).alias("reason"))
     )
+
+
+def derive(cfg: Config, src: Source, frame: pl.DataFrame) -> OracleResult:
+    """Rejections, authority, conflicts, closes and crossings from a classified frame.
+
+    The second phase of ``compute`` (exposed for benchmarks).
+    """
+    records = src.records
+    stock_keys, key_table = _key_table(cfg)
 
     rejected_rows = (
         frame.filter(pl.col("reason").is_not_null())
@@ -302,10 +332,10 @@ def _compute(cfg: Config, by_partition: Mapping[int, Sequence[Record]]) -> Oracl
 
     accepted = frame.lazy().filter(pl.col("reason").is_null())
     conflicts_lf, blocked_lf, active_lf = _authority(accepted)
-    conflicts_df, blocked_df, daily_df = pl.collect_all(
-        [conflicts_lf, blocked_lf, _daily(active_lf, key_table)]
+    conflicts_df, blocked_df, daily_df, touched_df = pl.collect_all(
+        [conflicts_lf, blocked_lf, _daily(active_lf, key_table), accepted.select("kid").unique()]
     )
-    touched = set(accepted.select("kid").unique().collect().get_column("kid").to_list())
+    touched = set(touched_df.get_column("kid").to_list())
 
     overflow = daily_df.filter(
         (pl.col("close") > pl.lit(INT64_MAX, dtype=pl.Int128))
@@ -320,10 +350,12 @@ def _compute(cfg: Config, by_partition: Mapping[int, Sequence[Record]]) -> Oracl
         reasons.setdefault(kid, []).append(ConflictRef(txn_id, revision))
     balances: dict[int, list[BalanceRow]] = {}
     alerts: dict[int, list[AlertRow]] = {}
-    for kid, day, close, threshold, crossing in daily_df.iter_rows():
+    kids, days, closes = (daily_df.get_column(c).to_list() for c in ("kid", "day", "close"))
+    for kid, day, close in zip(kids, days, closes, strict=True):
         balances.setdefault(kid, []).append(BalanceRow(day, close))
-        if crossing:
-            alerts.setdefault(kid, []).append(AlertRow(day, threshold, close))
+    crossings = daily_df.filter(pl.col("crossing"))
+    for kid, day, close, threshold in crossings.select("kid", "day", "close", "threshold").rows():
+        alerts.setdefault(kid, []).append(AlertRow(day, threshold, close))
 
     projections: dict[StockKey, Projection] = {}
     for kid in touched:
@@ -339,14 +371,10 @@ def _compute(cfg: Config, by_partition: Mapping[int, Sequence[Record]]) -> Oracl
                 tuple(alerts.get(kid, ())),
             )
     conflicts = [
-        Conflict(stock_keys[kid], txn_id, revision)
-        for kid, txn_id, revision in conflicts_df.iter_rows()
+        Conflict(stock_keys[kid], txn_id, revision) for kid, txn_id, revision in conflicts_df.iter_rows()
     ]
-    refs = [
-        RejectionRef(r.record.coords.partition, r.record.coords.offset, r.reason)
-        for r in rejections
-    ]
+    refs = [RejectionRef(r.record.coords.partition, r.record.coords.offset, r.reason) for r in rejections]
     return OracleResult(ComputeResult.build(cfg, projections, refs, conflicts), rejections)
 
 
-__all__ = ["OracleInputError", "OracleResult", "compute"]
+__all__ = ["OracleInputError", "OracleResult", "Source", "classify", "compute", "derive", "gather"]

@@ -163,11 +163,15 @@ def _canonical_layout(text: pl.Series) -> pl.DataFrame:
 def _utf8_text(values: pl.Series) -> pl.Series:
     """The values as a String column, null where the bytes are not valid UTF-8.
 
-    Polars refuses to cast a column holding any invalid UTF-8 at all, so
-    validity is established first, a slice at a time: the slice joined with
-    newlines decodes exactly when each of its values does (a newline can
+    Polars refuses to cast a column holding any invalid UTF-8 at all. When
+    that happens, validity is established a slice at a time: the slice joined
+    with newlines decodes exactly when each of its values does (a newline can
     neither finish nor continue a multi-byte sequence).
     """
+    try:
+        return values.cast(pl.String)  # the common case: everything is valid UTF-8
+    except pl.exceptions.ComputeError:
+        pass
     bad: list[int] = []
     for start in range(0, len(values), _UTF8_SLICE):
         chunk = values.slice(start, _UTF8_SLICE).to_list()
@@ -360,9 +364,9 @@ def _instant_stages(text: str, p: str) -> list[list[pl.Expr]]:
     era = [(c("yy") // 400).alias(f"_{p}_era")]
     yoe = [(c("yy") - c("era") * 400).alias(f"_{p}_yoe")]
     doe = [
-        (
-            c("yoe") * 365 + c("yoe") // 4 - c("yoe") // 100 + (153 * c("mp") + 2) // 5 + c("d") - 1
-        ).alias(f"_{p}_doe")
+        (c("yoe") * 365 + c("yoe") // 4 - c("yoe") // 100 + (153 * c("mp") + 2) // 5 + c("d") - 1).alias(
+            f"_{p}_doe"
+        )
     ]
     seconds = [
         (

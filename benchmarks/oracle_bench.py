@@ -1,0 +1,368 @@
+"""Oracle throughput: decode and compute records/s, against a pure-Python full recompute.
+
+Generates N raw source records (many keys on several partitions; mostly new
+movements, with amendments that move quantities and days, cancellations,
+re-deliveries, a few same-revision rivals, malformed values and a share of
+non-canonical JSON layouts), then measures in the same run:
+
+* decode:  coordinates checked, every value and transport key decoded and
+           every record classified (``oracle.compute.classify``);
+* compute: rejections, authority, conflicts, Int128 daily sums, closes and
+           crossings (``oracle.compute.derive``);
+* oracle:  ``oracle.compute`` end to end;
+* naive:   a straightforward pure-Python recompute (``fold.validate`` per
+           record, dictionaries, sorting, a running sum), checked to give the
+           same result as the oracle.
+
+    python -m benchmarks.oracle_bench --sizes 1000000 --runs 3
+    python -m benchmarks.oracle_bench --sizes 10000000 --runs 1 --naive-max 1000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import random
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from amends_core import fold, timefmt
+from amends_core.ledger import (
+    AlertRow,
+    BalanceRow,
+    Config,
+    Conflict,
+    ConflictRef,
+    Coordinates,
+    KeyConfig,
+    Projection,
+    Record,
+    Rejection,
+    RejectReason,
+    Status,
+    StockKey,
+    Transaction,
+    compact_json,
+)
+from amends_core.oracle import compute as oracle_compute
+from amends_core.oracle.compute import classify, derive, gather
+from amends_core.oracle.decode import gc_paused
+from amends_core.result import ComputeResult, RejectionRef
+from benchmarks.harness import Figure, figure
+
+SOURCE = "bench-oracle-v1"
+ORIGIN = timefmt.parse_rfc3339("2025-01-01T00:00:00Z")
+NS_PER_HOUR = 3600 * timefmt.NS_PER_SECOND
+
+
+def bench_config(keys: int, partitions: int) -> Config:
+    return Config(
+        1,
+        "bench-oracle",
+        SOURCE,
+        partitions,
+        ORIGIN,
+        tuple(
+            KeyConfig(StockKey(f"ITEM-{i:05d}", f"DC-{i % 7}"), 5_000, 1_000, i % partitions)
+            for i in range(keys)
+        ),
+    ).validate()
+
+
+def _value(txn_id: str, rev: int, kind: str, key: StockKey, valid_ns: int, qty: int, spaced: bool) -> bytes:
+    doc = {
+        "txn_id": txn_id,
+        "revision": rev,
+        "kind": kind,
+        "stock_key": {"item": key.item, "location": key.location},
+        "valid_time": timefmt.format_instant(valid_ns),
+        "qty": qty,
+        "source_time": timefmt.format_instant(valid_ns + NS_PER_HOUR),
+    }
+    if spaced:  # another producer's layout: spaces, other member order
+        return json.dumps(dict(reversed(list(doc.items())))).encode("utf-8")
+    return compact_json(doc).encode("utf-8")
+
+
+def generate(
+    n: int, keys: int = 1_000, partitions: int = 4, days: int = 365, seed: int = 1
+) -> tuple[Config, dict[int, list[Record]]]:
+    """A deterministic history of ``n`` raw records."""
+    rng = random.Random(seed)
+    cfg = bench_config(keys, partitions)
+    kcs = cfg.keys
+    by_partition: dict[int, list[Record]] = {p: [] for p in range(partitions)}
+    # live identities: [txn_id, revision, key index, valid_ns, qty]
+    live: list[list[Any]] = []
+    rivals = 0
+    for j in range(n):
+        roll = rng.random()
+        spaced = rng.random() < 0.05
+        if roll < 0.10 and live:  # amendment, sometimes moving the day
+            ident = live[rng.randrange(len(live))]
+            ident[1] += 1
+            if rng.random() < 0.3:
+                ident[3] = ORIGIN + rng.randrange(days) * timefmt.NS_PER_DAY + 9 * NS_PER_HOUR
+            ident[4] = rng.randint(-60, 40)
+            kind, qty = "AMEND", ident[4]
+        elif roll < 0.13 and live:  # cancellation
+            ident = live[rng.randrange(len(live))]
+            ident[1] += 1
+            kind, qty = "CANCEL", 0
+        elif roll < 0.145 and by_partition[0]:  # re-delivery of an earlier record
+            p = rng.randrange(partitions)
+            if by_partition[p]:
+                old = by_partition[p][rng.randrange(len(by_partition[p]))]
+                off = len(by_partition[p])
+                by_partition[p].append(Record(old.value, old.key, Coordinates(SOURCE, p, off)))
+                continue
+            ident = live[-1]
+            kind, qty = "NEW", ident[4]
+        elif roll < 0.15:  # malformed
+            kc = kcs[rng.randrange(len(kcs))]
+            p = kc.partition
+            raw = _value(f"M{j}", 1, "NEW", kc.key, ORIGIN, 1, False)[: rng.randrange(10, 60)]
+            off = len(by_partition[p])
+            by_partition[p].append(Record(raw, kc.key.transport_key(), Coordinates(SOURCE, p, off)))
+            continue
+        else:
+            valid = ORIGIN + rng.randrange(days) * timefmt.NS_PER_DAY + rng.randrange(24) * NS_PER_HOUR
+            ident = [f"T{j}", 1, rng.randrange(len(kcs)), valid, rng.randint(-60, 40)]
+            live.append(ident)
+            kind, qty = "NEW", ident[4]
+        kc = kcs[ident[2]]
+        p = kc.partition
+        copies = [qty]
+        if rivals < 25 and rng.random() < 0.0005:  # a same-revision rival: the key blocks
+            rivals += 1
+            copies.append(qty + 1)
+        for q in copies:
+            raw = _value(ident[0], ident[1], kind, kc.key, ident[3], q, spaced)
+            off = len(by_partition[p])
+            by_partition[p].append(Record(raw, kc.key.transport_key(), Coordinates(SOURCE, p, off)))
+    return cfg, by_partition
+
+
+def lenient_validate(cfg: Config, r: Record) -> Transaction | Rejection:
+    """Plain ``json.loads`` and the business rules, without the strict shape checks.
+
+    Not a correct decoder (duplicates, floats, unknown members pass); it only
+    shows what the simplest per-record Python route costs.
+    """
+
+    def reject(reason: RejectReason) -> Rejection:
+        return Rejection(r, reason)
+
+    try:
+        d = json.loads(r.value)
+        sk = d["stock_key"]
+        t = Transaction(
+            d["txn_id"],
+            d["revision"],
+            d["kind"],
+            StockKey(sk["item"], sk["location"]),
+            timefmt.parse_rfc3339(d["valid_time"]),
+            d["qty"],
+            timefmt.parse_rfc3339(d["source_time"]),
+        )
+    except (ValueError, KeyError, TypeError):
+        return reject(RejectReason.MALFORMED)
+    if not t.txn_id or not t.stock_key.item or not t.stock_key.location:
+        return reject(RejectReason.IDENTITY)
+    if t.revision < 1:
+        return reject(RejectReason.REVISION)
+    if t.kind not in ("NEW", "AMEND", "CANCEL"):
+        return reject(RejectReason.KIND)
+    if t.kind == "CANCEL" and t.qty != 0:
+        return reject(RejectReason.CANCEL_QUANTITY)
+    if not timefmt.day_in_range(t.day) or t.valid_ns < cfg.origin_ns:
+        return reject(RejectReason.VALID_TIME)
+    kc = cfg.key_config(t.stock_key)
+    if kc is None:
+        return reject(RejectReason.UNKNOWN_KEY)
+    try:
+        tk = json.loads(r.key) if r.key is not None else None
+    except ValueError:
+        tk = None
+    if tk != [t.stock_key.item, t.stock_key.location]:
+        return reject(RejectReason.KEY_MISMATCH)
+    if r.coords.partition != kc.partition:
+        return reject(RejectReason.ROUTING)
+    return t
+
+
+def naive_recompute(
+    cfg: Config,
+    by_partition: dict[int, list[Record]],
+    validate: Callable[[Config, Record], Transaction | Rejection] = fold.validate,
+) -> ComputeResult:
+    """The straightforward way: validate each record, then dictionaries and a running sum."""
+    rejections: list[Rejection] = []
+    # (key, txn_id) -> revision -> set of canonical tuples
+    evidence: dict[tuple[StockKey, str], dict[int, set[tuple[Any, ...]]]] = {}
+    for p in sorted(by_partition):
+        for r in by_partition[p]:
+            v = validate(cfg, r)
+            if isinstance(v, Rejection):
+                rejections.append(v)
+                continue
+            revs = evidence.setdefault((v.stock_key, v.txn_id), {})
+            revs.setdefault(v.revision, set()).add(v.canonical)
+    conflicts: list[Conflict] = []
+    blocked: dict[StockKey, list[ConflictRef]] = {}
+    daily: dict[StockKey, dict[int, int]] = {}
+    for (key, tid), revs in evidence.items():
+        for rev, cands in revs.items():
+            if len(cands) > 1:
+                conflicts.append(Conflict(key, tid, rev))
+        top = max(revs)
+        if len(revs[top]) > 1:
+            blocked.setdefault(key, []).append(ConflictRef(tid, top))
+            continue
+        (_, _, kind, valid_ns, qty) = next(iter(revs[top]))
+        if kind != "CANCEL":
+            days = daily.setdefault(key, {})
+            d = valid_ns // timefmt.NS_PER_DAY
+            days[d] = days.get(d, 0) + qty
+    projections: dict[StockKey, Projection] = {}
+    touched = {key for key, _ in evidence}
+    for key in touched:
+        if key in blocked:
+            projections[key] = Projection(key, Status.BLOCKED, tuple(sorted(blocked[key])), (), ())
+            continue
+        kc = cfg.key_config(key)
+        assert kc is not None
+        before = kc.opening_balance
+        balances, alerts = [], []
+        for d, total in sorted(daily.get(key, {}).items()):
+            close = before + total
+            balances.append(BalanceRow(d, close))
+            if before >= kc.reorder_threshold > close:
+                alerts.append(AlertRow(d, kc.reorder_threshold, close))
+            before = close
+        projections[key] = Projection(key, Status.READY, (), tuple(balances), tuple(alerts))
+    refs = [RejectionRef(r.record.coords.partition, r.record.coords.offset, r.reason) for r in rejections]
+    return ComputeResult.build(cfg, projections, refs, conflicts)
+
+
+def _time(fn: Any) -> tuple[float, Any]:
+    t0 = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t0, out
+
+
+def measure(n: int, runs: int, naive: bool) -> dict[str, Any]:
+    cfg, by_partition = generate(n)
+    n = sum(len(recs) for recs in by_partition.values())  # rivals add a few records
+    decode_s, compute_s, total_s = [], [], []
+    result = None
+    for _ in range(runs):
+        gc.collect()
+        with gc_paused():
+            t0 = time.perf_counter()
+            src = gather(cfg, by_partition)
+            frame = classify(cfg, src)
+            t1 = time.perf_counter()
+            out = derive(cfg, src, frame)
+            td, tc = t1 - t0, time.perf_counter() - t1
+        del frame, src
+        gc.collect()
+        tt, result = _time(lambda: oracle_compute(cfg, by_partition))
+        assert out.result == result.result
+        decode_s.append(td)
+        compute_s.append(tc)
+        total_s.append(tt)
+    row: dict[str, Any] = {
+        "records": n,
+        "decode_rps": [n / t for t in decode_s],
+        "compute_rps": [n / t for t in compute_s],
+        "oracle_rps": [n / t for t in total_s],
+        "rejections": len(result.rejections) if result else 0,
+        "conflicts": len(result.conflicts) if result else 0,
+        "blocked_keys": len(result.blocked) if result else 0,
+    }
+    if naive:
+        gc.collect()
+        tn, expected = _time(lambda: naive_recompute(cfg, by_partition))
+        assert result is not None and expected == result.result, "naive and oracle disagree"
+        row["naive_rps"] = [n / tn]
+        gc.collect()
+        tl, lenient = _time(lambda: naive_recompute(cfg, by_partition, lenient_validate))
+        assert lenient == result.result, "lenient naive and oracle disagree"
+        row["lenient_rps"] = [n / tl]
+    return row
+
+
+def run(sizes: Sequence[int] = (1_000_000,), runs: int = 3, naive_max: int = 1_000_000) -> list[Figure]:
+    """Figures for ``benchmarks.run`` (group ``oracle``)."""
+    figures: list[Figure] = []
+    for n in sizes:
+        row = measure(n, runs, naive=n <= naive_max)
+        cond = f"{n:,} raw records, 1,000 keys, 4 partitions, 5% non-canonical layout"
+        figures.append(
+            figure("oracle", f"decode+classify, {n:,} records", row["decode_rps"], "records/s", cond)
+        )
+        figures.append(
+            figure("oracle", f"authority+closes, {n:,} records", row["compute_rps"], "records/s", cond)
+        )
+        figures.append(figure("oracle", f"end to end, {n:,} records", row["oracle_rps"], "records/s", cond))
+        if "naive_rps" in row:
+            figures.append(
+                figure(
+                    "oracle (naive baseline)",
+                    f"pure-Python recompute, {n:,} records",
+                    row["naive_rps"],
+                    "records/s",
+                    cond,
+                    ratio=min(row["oracle_rps"]) / row["naive_rps"][0],
+                )
+            )
+            figures.append(
+                figure(
+                    "oracle (naive baseline)",
+                    f"plain json.loads recompute (not strict), {n:,} records",
+                    row["lenient_rps"],
+                    "records/s",
+                    cond,
+                    ratio=min(row["oracle_rps"]) / row["lenient_rps"][0],
+                )
+            )
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.oracle_bench", description=__doc__)
+    p.add_argument("--sizes", type=int, nargs="+", default=[1_000_000])
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--naive-max", type=int, default=1_000_000, help="skip the baseline above this size")
+    a = p.parse_args(argv)
+    for n in a.sizes:
+        t0 = time.perf_counter()
+        row = measure(n, a.runs, naive=n <= a.naive_max)
+
+        def fmt(xs: list[float]) -> str:
+            return f"{sorted(xs)[len(xs) // 2]:,.0f}/s (min {min(xs):,.0f}, max {max(xs):,.0f})"
+
+        print(
+            f"{n:,} records ({row['rejections']:,} rejected, {row['conflicts']} conflicts,"
+            f" {row['blocked_keys']} blocked keys), {a.runs} runs:"
+        )
+        print(f"  decode+classify : {fmt(row['decode_rps'])}")
+        print(f"  authority+closes: {fmt(row['compute_rps'])}")
+        print(f"  oracle end to end: {fmt(row['oracle_rps'])}")
+        if "naive_rps" in row:
+            ratio = sorted(row["oracle_rps"])[len(row["oracle_rps"]) // 2] / row["naive_rps"][0]
+            print(f"  naive, strict validate: {row['naive_rps'][0]:,.0f}/s -> oracle is {ratio:.1f}x")
+            lenient_ratio = sorted(row["oracle_rps"])[len(row["oracle_rps"]) // 2] / row["lenient_rps"][0]
+            print(
+                f"  naive, plain json.loads: {row['lenient_rps'][0]:,.0f}/s -> oracle is {lenient_ratio:.1f}x"
+            )
+        print(f"  (wall time {time.perf_counter() - t0:.0f}s including generation)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
