@@ -92,7 +92,9 @@ def _check_text(value: Any, depth: int = 0) -> None:
 
 
 def _nesting_ok(text: str) -> bool:
-    """Cheap pre-check so a deeply nested document cannot exhaust the recursion limit."""
+    """Pre-check so a deeply nested document cannot exhaust the recursion limit."""
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return True  # cannot nest deeper than the number of openers (counted in C)
     depth = 0
     in_str = False
     esc = False
@@ -136,7 +138,10 @@ def parse_json_object(raw: bytes, what: str = "value") -> dict[str, Any] | Decod
             parse_constant=_no_constant,
             parse_float=_no_float,
         )
-        _check_text(obj)
+        if "\\u" in text:
+            # Only \u escapes can produce lone surrogates or NUL: raw ones are invalid
+            # UTF-8 or unescaped control characters, which the parser already refuses.
+            _check_text(obj)
     except _Reject as e:
         return DecodeError(str(e))
     except json.JSONDecodeError as e:
