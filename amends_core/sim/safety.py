@@ -15,7 +15,8 @@ Checks, each with the name a violation carries:
   intent               the store's latest output state is the last committed
                        envelope of every ID, and what that intent shows per key
                        is the worker's projection (committed intent is complete)
-  published-committed  every envelope in an output log equals a committed one
+  published-committed  every envelope in an output log equals one committed on
+                       that partition
   viewed-committed     every envelope retained by the view equals a committed one
   view-frontier        a view frontier never passes the end of its output log
   view-protocol        the view never stopped on a protocol error
@@ -101,6 +102,7 @@ class Safety:
         self._last_version: dict[OutputID, int] = {}
         self._latest: dict[OutputID, Envelope] = {}
         self._committed: set[Envelope] = set()
+        self._committed_on: dict[int, set[Envelope]] = {p: set() for p in parts}
         self._intent_key: tuple[int, ...] | None = None
         self._view_key: tuple[int, ...] | None = None
         self._oracle_key: tuple[int, ...] | None = None
@@ -165,6 +167,7 @@ class Safety:
             self._last_version[oid] = env.version
             self._latest[oid] = env
             self._committed.add(env)
+            self._committed_on[p].add(env)
         self._outbox_seen[p] = len(rows)
 
     def _fence(self, idx: int | None) -> None:
@@ -181,8 +184,11 @@ class Safety:
         pub = self._published[p]
         for i in range(self._log_seen[p], len(log)):
             env = log[i]
-            if env not in self._committed:
-                msg = f"output log {p} offset {i} holds {_env(env)}, which was never committed"
+            if env not in self._committed_on[p]:
+                msg = (
+                    f"output log {p} offset {i} holds {_env(env)}, which was never committed"
+                    f" on partition {p}"
+                )
                 raise SafetyViolation(PUBLISHED_COMMITTED, msg, idx)
             pub.add(env)
         self._log_seen[p] = len(log)

@@ -121,6 +121,12 @@ def test_safety_flags_an_output_record_that_was_never_committed() -> None:
     assert _violation(m) == "published-committed"
 
 
+def test_safety_flags_a_committed_envelope_published_on_another_partition() -> None:
+    m = _drained()
+    m.output[1].append(m.output[0][0])
+    assert _violation(m) == "published-committed"
+
+
 def test_safety_flags_a_stopped_view() -> None:
     m = _drained()
     m.view.stopped[0] = "forged"
