@@ -227,11 +227,15 @@ def _detail(row: dict[str, object]) -> str:
 # ---------------------------------------------------------------- authority and days
 
 
-def _authority(accepted: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame, pl.LazyFrame]:
-    """(conflicts, blocked identities, active contributions) from accepted assertions."""
+def _authority(accepted: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.LazyFrame]:
+    """(conflicts, blocked identities, active contributions) from accepted assertions.
+
+    Revision groups are materialised once; everything after works on them.
+    """
     canonical = ["kid", "txn_id", "revision", "kind", "valid_s", "valid_nanos", "qty"]
     groups = (
-        accepted.select(canonical)
+        accepted.lazy()
+        .select(canonical)
         .unique()
         .group_by("kid", "txn_id", "revision")
         .agg(
@@ -240,13 +244,17 @@ def _authority(accepted: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame, pl.L
             pl.col("valid_s").first(),
             pl.col("qty").first(),
         )
+        .with_columns((pl.col("revision") == pl.col("revision").max().over("kid", "txn_id")).alias("highest"))
+        .collect()
     )
     conflicts = groups.filter(pl.col("candidates") > 1).select("kid", "txn_id", "revision")
-    highest = groups.filter(pl.col("revision") == pl.col("revision").max().over("kid", "txn_id"))
-    blocked = highest.filter(pl.col("candidates") > 1).select("kid", "txn_id", "revision")
+    blocked = groups.filter(pl.col("highest") & (pl.col("candidates") > 1)).select(
+        "kid", "txn_id", "revision"
+    )
     active = (
-        highest.filter((pl.col("candidates") == 1) & (pl.col("kind") != Kind.CANCEL.value))
-        .join(blocked.select("kid").unique(), on="kid", how="anti")
+        groups.lazy()
+        .filter(pl.col("highest") & (pl.col("candidates") == 1) & (pl.col("kind") != Kind.CANCEL.value))
+        .join(blocked.lazy().select("kid").unique(), on="kid", how="anti")
         .select("kid", (pl.col("valid_s") // _SECONDS_PER_DAY).alias("day"), "qty")
     )
     return conflicts, blocked, active
@@ -330,12 +338,10 @@ def derive(cfg: Config, src: Source, frame: pl.DataFrame) -> OracleResult:
         for row in rejected_rows.iter_rows(named=True)
     )
 
-    accepted = frame.lazy().filter(pl.col("reason").is_null())
-    conflicts_lf, blocked_lf, active_lf = _authority(accepted)
-    conflicts_df, blocked_df, daily_df, touched_df = pl.collect_all(
-        [conflicts_lf, blocked_lf, _daily(active_lf, key_table), accepted.select("kid").unique()]
-    )
-    touched = set(touched_df.get_column("kid").to_list())
+    accepted = frame.filter(pl.col("reason").is_null())
+    conflicts_df, blocked_df, active_lf = _authority(accepted)
+    daily_df = _daily(active_lf, key_table).collect()
+    touched = set(accepted.get_column("kid").unique().to_list())
 
     overflow = daily_df.filter(
         (pl.col("close") > pl.lit(INT64_MAX, dtype=pl.Int128))
