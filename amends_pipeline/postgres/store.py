@@ -231,39 +231,94 @@ SELECT key_id, family, day, version, present, close, threshold, status, reasons,
 FROM outputs WHERE key_id = ANY(%s)
 """
 
-_INSERT_OBSERVATIONS = """
-INSERT INTO observations (key_id, src_offset, txn_id, revision, candidate, kind, valid_day,
-                          valid_nod, qty, source_day, source_nod)
-SELECT * FROM unnest(%s::bigint[], %s::bigint[], %s::text[], %s::bigint[], %s::int[],
-                     %s::text[], %s::int[], %s::bigint[], %s::bigint[], %s::int[], %s::bigint[])
+@dataclass(frozen=True, slots=True)
+class _Sink:
+    """Where a batch's rows of one kind go: a table (or staging table) and its column types."""
+
+    table: sql.Composable
+    columns: tuple[str, ...]
+    types: tuple[str, ...]
+    """PostgreSQL type names, for binary COPY and for array casts."""
+
+    def copy_statement(self) -> sql.Composed:
+        return sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(
+            self.table, sql.SQL(", ").join(map(sql.Identifier, self.columns))
+        )
+
+    def insert_statement(self) -> sql.Composed:
+        return sql.SQL("INSERT INTO {} ({}) SELECT * FROM unnest({})").format(
+            self.table,
+            sql.SQL(", ").join(map(sql.Identifier, self.columns)),
+            sql.SQL(", ").join(sql.SQL("%s::{}[]").format(sql.SQL(t)) for t in self.types),
+        )
+
+
+def _stage(name: str) -> sql.Composable:
+    return sql.Identifier("pg_temp", name)
+
+
+_OBSERVATIONS = _Sink(
+    sql.Identifier("observations"),
+    ("key_id", "src_offset", "txn_id", "revision", "candidate", "kind", "valid_day", "valid_nod",
+     "qty", "source_day", "source_nod"),
+    ("int8", "int8", "text", "int8", "int4", "text", "int4", "int8", "int8", "int4", "int8"),
+)
+_OUTBOX = _Sink(
+    sql.Identifier("outbox"),
+    ("ns_id", "partition", "sequence", "envelope"),
+    ("int4", "int4", "int8", "bytea"),
+)
+_STAGE_DAYS = _Sink(
+    _stage("amends_stage_days"),
+    ("key_id", "day", "total", "active_count", "close", "alert"),
+    ("int8", "int4", "numeric", "int8", "int8", "bool"),
+)
+_STAGE_DAY_DELETES = _Sink(_stage("amends_stage_day_deletes"), ("key_id", "day"), ("int8", "int4"))
+_STAGE_OUTPUTS = _Sink(
+    _stage("amends_stage_outputs"),
+    ("key_id", "family", "day", "version", "present", "close", "threshold", "status", "reasons",
+     "cause_offset", "cause_txn_id", "cause_revision"),
+    ("int8", "int2", "int4", "int8", "bool", "int8", "int8", "text", "text", "int8", "text",
+     "int8"),
+)
+COPY_MIN_ROWS = 32
+"""Below this many rows one array-parameter statement (pipelined) beats a COPY round trip."""
+
+# Per-session staging tables; ON COMMIT DELETE ROWS empties them at every commit.
+_CREATE_STAGING = """
+CREATE TEMP TABLE IF NOT EXISTS amends_stage_days
+    (key_id bigint, day int, total numeric, active_count bigint, close bigint, alert boolean)
+    ON COMMIT DELETE ROWS;
+CREATE TEMP TABLE IF NOT EXISTS amends_stage_day_deletes (key_id bigint, day int)
+    ON COMMIT DELETE ROWS;
+CREATE TEMP TABLE IF NOT EXISTS amends_stage_outputs
+    (key_id bigint, family smallint, day int, version bigint, present boolean, close bigint,
+     threshold bigint, status text, reasons text, cause_offset bigint, cause_txn_id text,
+     cause_revision bigint)
+    ON COMMIT DELETE ROWS
 """
-_DELETE_DAYS = """
-DELETE FROM key_days d USING unnest(%s::bigint[], %s::int[]) AS u(k, day)
-WHERE d.key_id = u.k AND d.day = u.day
+_APPLY_DAY_DELETES = """
+DELETE FROM key_days d USING pg_temp.amends_stage_day_deletes s
+WHERE d.key_id = s.key_id AND d.day = s.day
 """
-_UPSERT_DAYS = """
+_APPLY_DAYS = """
 INSERT INTO key_days (key_id, day, total, active_count, close, alert)
-SELECT * FROM unnest(%s::bigint[], %s::int[], %s::numeric[], %s::bigint[], %s::bigint[],
-                     %s::boolean[])
+SELECT key_id, day, total, active_count, close, alert FROM pg_temp.amends_stage_days
 ON CONFLICT (key_id, day) DO UPDATE
 SET total = excluded.total, active_count = excluded.active_count, close = excluded.close,
     alert = excluded.alert
 """
-_UPSERT_OUTPUTS = """
+_APPLY_OUTPUTS = """
 INSERT INTO outputs (key_id, family, day, version, present, close, threshold, status, reasons,
                      cause_offset, cause_txn_id, cause_revision)
-SELECT * FROM unnest(%s::bigint[], %s::smallint[], %s::int[], %s::bigint[], %s::boolean[],
-                     %s::bigint[], %s::bigint[], %s::text[], %s::text[], %s::bigint[],
-                     %s::text[], %s::bigint[])
+SELECT key_id, family, day, version, present, close, threshold, status, reasons,
+       cause_offset, cause_txn_id, cause_revision
+FROM pg_temp.amends_stage_outputs
 ON CONFLICT (key_id, family, day) DO UPDATE
 SET version = excluded.version, present = excluded.present, close = excluded.close,
     threshold = excluded.threshold, status = excluded.status, reasons = excluded.reasons,
     cause_offset = excluded.cause_offset, cause_txn_id = excluded.cause_txn_id,
     cause_revision = excluded.cause_revision
-"""
-_INSERT_OUTBOX = """
-INSERT INTO outbox (ns_id, partition, sequence, envelope)
-SELECT %s, %s, s, e FROM unnest(%s::bigint[], %s::bytea[]) AS u(s, e)
 """
 _INSERT_QUARANTINE = """
 INSERT INTO quarantine (ns_id, partition, src_offset, source, raw_value, raw_key, reason, detail)
@@ -336,6 +391,8 @@ class PgStore:
         self._kc_by_id: dict[int, KeyConfig] = {key_ids[kc.key]: kc for kc in cfg.keys}
         self._caches: dict[int, _KeyCache] = {}
         self._transport_keys: dict[bytes, StockKey] = {}
+        self._staged: object = None
+        """The session whose staging tables exist (temp tables live per session)."""
 
     @classmethod
     def open(
@@ -899,6 +956,7 @@ class ProcessingTx:
         self._first: int | None = None
         self._records = 0
         self._compute_ns = 0
+        self._staging_created = False
 
     # ---------------------------------------------------------- lifecycle
 
@@ -1028,6 +1086,7 @@ class ProcessingTx:
     # ---------------------------------------------------------- commit
 
     def _write(self, conn: psycopg.Connection[Any]) -> None:
+        """Every row of the batch, set-based: COPY for large sets, arrays for tiny ones."""
         store = self.store
         ns_id, p = store.ns_id, self.partition
         keys = self._cache.keys
@@ -1043,25 +1102,34 @@ class ProcessingTx:
                 deleted.extend((kid, d) for d in dirty.removed if d not in final)
         key_ids = store.key_ids
         out_rows = [codec.output_row(key_ids[oid.key], env) for oid, env in self._outputs.items()]
+        outbox = [(ns_id, p, r.sequence, r.envelope.to_bytes()) for r in self._outbox]
+        sets = [
+            (_OBSERVATIONS, self._obs),
+            (_OUTBOX, outbox),
+            (_STAGE_DAYS, day_rows),
+            (_STAGE_DAY_DELETES, deleted),
+            (_STAGE_OUTPUTS, out_rows),
+        ]
+        if (day_rows or deleted or out_rows) and conn is not store._staged:
+            conn.execute(_CREATE_STAGING)  # remembered only once this transaction commits
+            self._staging_created = True
+        cur = conn.cursor()
+        for sink, rows in sets:
+            if len(rows) >= COPY_MIN_ROWS:
+                with cur.copy(sink.copy_statement()) as cp:
+                    cp.set_types(list(sink.types))
+                    for row in rows:
+                        cp.write_row(row)
         with conn.pipeline():
-            if self._obs:
-                conn.execute(_INSERT_OBSERVATIONS, _columns(self._obs, 11))
+            for sink, rows in sets:
+                if 0 < len(rows) < COPY_MIN_ROWS:
+                    conn.execute(sink.insert_statement(), _columns(rows, len(sink.types)))
             if deleted:
-                conn.execute(_DELETE_DAYS, _columns(deleted, 2))
+                conn.execute(_APPLY_DAY_DELETES)
             if day_rows:
-                conn.execute(_UPSERT_DAYS, _columns(day_rows, 6))
+                conn.execute(_APPLY_DAYS)
             if out_rows:
-                conn.execute(_UPSERT_OUTPUTS, _columns(out_rows, 12))
-            if self._outbox:
-                conn.execute(
-                    _INSERT_OUTBOX,
-                    (
-                        ns_id,
-                        p,
-                        [r.sequence for r in self._outbox],
-                        [r.envelope.to_bytes() for r in self._outbox],
-                    ),
-                )
+                conn.execute(_APPLY_OUTPUTS)
             if self._rejections:
                 rs = self._rejections
                 conn.execute(
@@ -1132,6 +1200,8 @@ class ProcessingTx:
         except BaseException:
             self.store._caches.pop(self.partition, None)
             raise
+        if self._staging_created:
+            self.store._staged = conn
         if self.store.cache:
             self._cache.stamp = (self.epoch, self.next)
         return BatchResult(

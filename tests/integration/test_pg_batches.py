@@ -148,3 +148,36 @@ def test_measurements_keep_cumulative_counts_and_the_latest_32_batches(open_stor
         (store.ns_id,),
     ).fetchone()
     assert row == (35, 7, 35)
+
+
+def test_staging_tables_created_by_a_rolled_back_batch_are_created_again(open_store, admin):
+    store = open_store(b.config())
+    tok = store.claim(0)
+    tx = store.begin(tok, 0)
+    tx.apply(b.records([b.txn("A")]))
+    tx._write(tx._conn)  # creates the session's staging tables inside the transaction
+    tx.rollback()  # ... which takes them away again
+    assert store.process(tok, 0, b.records([b.txn("A")])).frontier == 1
+    assert store.process(tok, 1, b.records([b.txn("B")], start=1)).frontier == 2
+
+
+def test_large_batches_take_the_copy_path_with_identical_results(open_store, monkeypatch):
+    from amends_pipeline.postgres import store as pg_store
+
+    cfg = b.config([(b.K1, 10**6, 999_990, 0), (b.K2, 10**6, 999_990, 0)])
+    recs = b.records([
+        b.txn(f"T{i}", qty=-(i % 7), valid=b.day(1 + i % 40), key=(b.K1, b.K2)[i % 2])
+        for i in range(300)
+    ] + [b.txn("T3", 2, "CANCEL", qty=0, valid=b.day(4), key=b.K2)])
+    copied = open_store(cfg)
+    tok = copied.claim(0)
+    for i in range(0, len(recs), 150):
+        copied.process(tok, i, recs[i:i + 150])
+    monkeypatch.setattr(pg_store, "COPY_MIN_ROWS", 10**9)
+    arrays = open_store(cfg.with_namespace("arrays"))
+    tok2 = arrays.claim(0)
+    for i in range(0, len(recs), 150):
+        arrays.process(tok2, i, recs[i:i + 150])
+    a, c = arrays.snapshot(), copied.snapshot()
+    assert a.keys == c.keys
+    assert len(c.outbox[0]) == len(a.outbox[0]) > 64

@@ -30,6 +30,7 @@ from amends_core.ledger import (
     StockKey,
     Transaction,
 )
+from amends_pipeline.postgres import store as pg_store
 from tests.parity.harness import MemoryAdapter, PgAdapter, World, run_schedule
 
 SOURCE = "gen-source 'v1'"
@@ -145,10 +146,18 @@ def assert_same(mem: MemoryAdapter, pg: PgAdapter) -> None:
     assert sp.view == sm.view
 
 
-def run_both(dsn: str, schema: str, cfg: Config, source, plan, cache: bool) -> None:
+def run_both(
+    dsn: str, schema: str, cfg: Config, source, plan, cache: bool, copy_all: bool = False
+) -> None:
+    """Run memory and PostgreSQL on the same inputs and compare everything.
+
+    ``copy_all``: write even one-row sets with COPY (the large-batch path).
+    """
     cfg = cfg.with_namespace(f"gen-{next(_namespaces)}")
     mem = MemoryAdapter(cfg)
     pg = PgAdapter(dsn, schema, cfg, cache=cache)
+    threshold = pg_store.COPY_MIN_ROWS
+    pg_store.COPY_MIN_ROWS = 1 if copy_all else threshold
     try:
         wm, wp = World(cfg, copy.deepcopy(source)), World(cfg, copy.deepcopy(source))
         tm = run_schedule(mem, wm, plan)
@@ -157,6 +166,7 @@ def run_both(dsn: str, schema: str, cfg: Config, source, plan, cache: bool) -> N
         assert wp.output == wm.output
         assert_same(mem, pg)
     finally:
+        pg_store.COPY_MIN_ROWS = threshold
         pg.close()
 
 
@@ -165,11 +175,13 @@ def run_both(dsn: str, schema: str, cfg: Config, source, plan, cache: bool) -> N
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(cfg=configs(), source=histories(), plan=steps(), cache=st.booleans())
+@given(
+    cfg=configs(), source=histories(), plan=steps(), cache=st.booleans(), copy_all=st.booleans()
+)
 def test_generated_histories_give_identical_envelopes_frontiers_quarantine_and_view(
-    pg_dsn, pg_schema, cfg, source, plan, cache
+    pg_dsn, pg_schema, cfg, source, plan, cache, copy_all
 ):
-    run_both(pg_dsn, pg_schema, cfg, source, plan, cache)
+    run_both(pg_dsn, pg_schema, cfg, source, plan, cache, copy_all)
 
 
 @settings(

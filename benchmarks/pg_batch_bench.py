@@ -1,0 +1,225 @@
+"""Durable worker throughput: source records/s through PgStore.process at several batch sizes.
+
+    python -m benchmarks.pg_batch_bench               # 1, 100, 1,000 and 10,000 per batch
+    python -m benchmarks.pg_batch_bench --tiny        # seconds; numbers are meaningless
+
+The workload is a realistic mix on one partition: 95 % new records (tail
+appends on each key's current day, which advances now and then), 4 % recent
+amendments (a replacement of one of the key's last few transactions) and 1 %
+deep corrections (an amendment or a cancellation of any earlier transaction
+of the key). Each run gets a fresh namespace that is first preloaded (not
+timed) so keys carry real history, then processes the timed records with
+the given batch size; a figure is the median over runs. The same records run
+through the pure core (decide + install, no database) in the same process
+as the ceiling the database path is compared against. Rows written per record
+come from PostgreSQL's own table statistics.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import psycopg
+
+from amends_core import process, timefmt, wire
+from amends_core.ledger import Config, Coordinates, KeyConfig, Record, StockKey, Transaction
+from amends_pipeline.postgres.connection import dsn_from_env
+from amends_pipeline.postgres.migrate import scratch_schema
+from amends_pipeline.postgres.store import PgStore
+from benchmarks.harness import Figure, figure
+
+SOURCE = "bench-source"
+ORIGIN = timefmt.parse_rfc3339("2020-01-01T00:00:00Z")
+DAY = timefmt.NS_PER_DAY
+
+
+def bench_config(keys: int, namespace: str) -> Config:
+    kcs = tuple(
+        KeyConfig(StockKey(f"ITEM-{i:05d}", "DEPOT-A"), 1_000_000, 999_000, 0) for i in range(keys)
+    )
+    return Config(1, namespace, SOURCE, 1, ORIGIN, kcs).validate()
+
+
+@dataclass
+class _Key:
+    key: StockKey
+    day: int = 0
+    txns: list[list[int]] | None = None  # [txn number, revision, day]
+
+
+def workload(n: int, keys: int, seed: int) -> list[Record]:
+    """``n`` source records of the 95/4/1 mix over ``keys`` keys (offsets 0..n-1)."""
+    rng = random.Random(seed)
+    ks = [_Key(StockKey(f"ITEM-{i:05d}", "DEPOT-A"), 0, []) for i in range(keys)]
+    tkeys = [k.key.transport_key() for k in ks]
+    out: list[Record] = []
+    counter = 0
+    for off in range(n):
+        ki = rng.randrange(keys)
+        k = ks[ki]
+        assert k.txns is not None
+        roll = rng.random()
+        if roll < 0.95 or len(k.txns) < 10:
+            if rng.random() < 0.05:
+                k.day += 1
+            counter += 1
+            entry = [counter, 1, k.day]
+            k.txns.append(entry)
+            kind, qty = "NEW", rng.randint(-40, 40)
+        else:
+            if roll < 0.99:
+                entry = k.txns[-1 - rng.randrange(min(10, len(k.txns)))]
+            else:
+                entry = k.txns[rng.randrange(len(k.txns))]
+            entry[1] += 1
+            if roll >= 0.99 and rng.random() < 0.5:
+                kind, qty = "CANCEL", 0
+            else:
+                kind, qty = "AMEND", rng.randint(-40, 40)
+        t = Transaction(
+            f"T{entry[0]}", entry[1], kind, k.key,
+            ORIGIN + entry[2] * DAY + rng.randrange(DAY), qty, ORIGIN + off,
+        )
+        out.append(Record(wire.encode_transaction(t), tkeys[ki], Coordinates(SOURCE, 0, off)))
+    return out
+
+
+def _rows_written(conn: psycopg.Connection, schema: str) -> int:
+    row = conn.execute(
+        "SELECT coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del), 0) FROM pg_stat_user_tables"
+        " WHERE schemaname = %s",
+        (schema,),
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def one_run(
+    dsn: str, schema: str, records: Sequence[Record], preload: int, batch: int, keys: int,
+    run_id: str, cache: bool = True,
+) -> tuple[float, float]:
+    """(records/s, rows written per record) for the timed part of one run."""
+    cfg = bench_config(keys, f"bench-{run_id}")
+    store = PgStore.open(dsn, cfg, schema=schema, cache=cache)
+    admin = psycopg.connect(dsn, autocommit=True)
+    try:
+        tok = store.claim(0)
+        frontier = 0
+        for i in range(0, preload, 10_000):
+            frontier = store.process(tok, frontier, records[i:min(preload, i + 10_000)]).frontier
+        timed = records[preload:]
+        store.db.connection().execute("SELECT pg_stat_force_next_flush()")
+        time.sleep(0.05)
+        rows0 = _rows_written(admin, schema)
+        t0 = time.perf_counter()
+        for i in range(0, len(timed), batch):
+            frontier = store.process(tok, frontier, timed[i:i + batch]).frontier
+        dt = time.perf_counter() - t0
+        store.db.connection().execute("SELECT pg_stat_force_next_flush()")
+        time.sleep(0.05)
+        rows = _rows_written(admin, schema) - rows0
+        return len(timed) / dt, rows / len(timed)
+    finally:
+        store.close()
+        admin.close()
+
+
+def core_rate(cfg_keys: int, records: Sequence[Record], preload: int) -> float:
+    """records/s of the pure core (decide + install + envelope bytes), no database."""
+    from amends_core.store.memory import MemoryStore
+
+    cfg = bench_config(cfg_keys, "core")
+    mem = MemoryStore(cfg)
+    states, outputs = mem.keys, mem.outputs
+    for r in records[:preload]:
+        out = process.decide(cfg, r, states.__getitem__, outputs.get)
+        if isinstance(out, process.Accepted):
+            states[out.delta.key].install(out.delta)
+            for e in out.envelopes:
+                outputs[e.output_id] = e
+    t0 = time.perf_counter()
+    for r in records[preload:]:
+        out = process.decide(cfg, r, states.__getitem__, outputs.get)
+        if isinstance(out, process.Accepted):
+            states[out.delta.key].install(out.delta)
+            for e in out.envelopes:
+                outputs[e.output_id] = e
+                e.to_bytes()
+    return (len(records) - preload) / (time.perf_counter() - t0)
+
+
+DEFAULT_PLAN = {1: 400, 100: 5_000, 1_000: 20_000, 10_000: 50_000}
+TINY_PLAN = {1: 20, 100: 200, 1_000: 1_000, 10_000: 2_000}
+
+
+def run(
+    plan: dict[int, int] | None = None,
+    runs: int = 3,
+    keys: int = 500,
+    preload: int = 20_000,
+    dsn: str | None = None,
+    cold: bool = True,
+) -> list[Figure]:
+    """Figures for every batch size in ``plan`` (batch size -> timed records)."""
+    plan = plan or DEFAULT_PLAN
+    dsn = dsn or dsn_from_env()
+    figures: list[Figure] = []
+    biggest = max(plan.values())
+    records = workload(preload + biggest, keys, seed=7)
+    cond = f"{keys} keys, 1 partition, preload {preload:,}, mix 95/4/1"
+    core = [core_rate(keys, records, preload) for _ in range(runs)]
+    figures.append(figure("durable", "core ceiling (no database)", core, "records/s", cond))
+    variants = [(b, True) for b in sorted(plan)]
+    if cold:
+        variants += [(b, False) for b in sorted(plan) if b >= 1_000]
+    with scratch_schema(dsn, "bench") as schema:
+        for batch, cache in variants:
+            n = plan[batch]
+            rates, rows = [], []
+            for r in range(runs):
+                rate, per = one_run(
+                    dsn, schema, records[: preload + n], preload, batch, keys,
+                    f"{batch}-{int(cache)}-{r}", cache,
+                )
+                rates.append(rate)
+                rows.append(per)
+            name = f"worker, batch {batch:,}" + ("" if cache else ", no key cache")
+            figures.append(
+                figure("durable", name, rates, "records/s", f"{cond}, {n:,} timed records",
+                       rows_per_record=statistics.median(rows),
+                       vs_core=statistics.median(rates) / statistics.median(core))
+            )
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.pg_batch_bench", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--tiny", action="store_true", help="tiny sizes; numbers are meaningless")
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--keys", type=int, default=500)
+    p.add_argument("--preload", type=int, default=20_000)
+    p.add_argument("--batch", type=int, nargs="+", help="only these batch sizes")
+    p.add_argument("--no-cold", action="store_true", help="skip the no-key-cache variants")
+    a = p.parse_args(argv)
+    plan = dict(TINY_PLAN if a.tiny else DEFAULT_PLAN)
+    if a.batch:
+        plan = {b: plan.get(b, 10 * b) for b in a.batch}
+    figs = run(plan, runs=1 if a.tiny else a.runs, keys=20 if a.tiny else a.keys,
+               preload=200 if a.tiny else a.preload, cold=not a.no_cold)
+    print(f"{'figure':38} {'median':>12} {'min':>12} {'max':>12}  rows/record  vs core")
+    for f in figs:
+        extra = f.extra
+        rows = f"{extra['rows_per_record']:.2f}" if "rows_per_record" in extra else ""
+        ratio = f"{extra['vs_core']:.2f}" if "vs_core" in extra else ""
+        print(f"{f.name:38} {f.median:12,.0f} {f.low:12,.0f} {f.high:12,.0f}  {rows:>11}  {ratio:>7}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
