@@ -45,7 +45,6 @@ from amends_core.ledger import (
     Status,
     StockKey,
     Transaction,
-    compact_json,
 )
 from amends_core.oracle import compute as oracle_compute
 from amends_core.oracle.compute import classify, derive, gather
@@ -72,19 +71,33 @@ def bench_config(keys: int, partitions: int) -> Config:
     ).validate()
 
 
+_DAY_TEXT: dict[int, str] = {}
+
+
+def _instant_text(ns: int) -> str:
+    """``format_instant`` for whole seconds, with the day's text cached."""
+    day, rem = divmod(ns, timefmt.NS_PER_DAY)
+    text = _DAY_TEXT.get(day)
+    if text is None:
+        text = _DAY_TEXT[day] = timefmt.format_day(day)
+    secs = rem // timefmt.NS_PER_SECOND
+    return f"{text}T{secs // 3600:02d}:{secs // 60 % 60:02d}:{secs % 60:02d}Z"
+
+
 def _value(txn_id: str, rev: int, kind: str, key: StockKey, valid_ns: int, qty: int, spaced: bool) -> bytes:
-    doc = {
-        "txn_id": txn_id,
-        "revision": rev,
-        "kind": kind,
-        "stock_key": {"item": key.item, "location": key.location},
-        "valid_time": timefmt.format_instant(valid_ns),
-        "qty": qty,
-        "source_time": timefmt.format_instant(valid_ns + NS_PER_HOUR),
-    }
+    """Source bytes; identifiers are plain ASCII, so no JSON escaping is needed."""
+    valid, source = _instant_text(valid_ns), _instant_text(valid_ns + NS_PER_HOUR)
     if spaced:  # another producer's layout: spaces, other member order
-        return json.dumps(dict(reversed(list(doc.items())))).encode("utf-8")
-    return compact_json(doc).encode("utf-8")
+        return (
+            f'{{"source_time": "{source}", "qty": {qty}, "valid_time": "{valid}", '
+            f'"stock_key": {{"location": "{key.location}", "item": "{key.item}"}}, '
+            f'"kind": "{kind}", "revision": {rev}, "txn_id": "{txn_id}"}}'
+        ).encode()
+    return (
+        f'{{"txn_id":"{txn_id}","revision":{rev},"kind":"{kind}",'
+        f'"stock_key":{{"item":"{key.item}","location":"{key.location}"}},'
+        f'"valid_time":"{valid}","qty":{qty},"source_time":"{source}"}}'
+    ).encode()
 
 
 def generate(
@@ -94,6 +107,7 @@ def generate(
     rng = random.Random(seed)
     cfg = bench_config(keys, partitions)
     kcs = cfg.keys
+    tkeys = {kc.key: kc.key.transport_key() for kc in kcs}
     by_partition: dict[int, list[Record]] = {p: [] for p in range(partitions)}
     # live identities: [txn_id, revision, key index, valid_ns, qty]
     live: list[list[Any]] = []
@@ -105,7 +119,7 @@ def generate(
             ident = live[rng.randrange(len(live))]
             ident[1] += 1
             if rng.random() < 0.3:
-                ident[3] = ORIGIN + rng.randrange(days) * timefmt.NS_PER_DAY + 9 * NS_PER_HOUR
+                ident[3] = ORIGIN + rng.randrange(days * 86_400) * timefmt.NS_PER_SECOND
             ident[4] = rng.randint(-60, 40)
             kind, qty = "AMEND", ident[4]
         elif roll < 0.13 and live:  # cancellation
@@ -126,10 +140,10 @@ def generate(
             p = kc.partition
             raw = _value(f"M{j}", 1, "NEW", kc.key, ORIGIN, 1, False)[: rng.randrange(10, 60)]
             off = len(by_partition[p])
-            by_partition[p].append(Record(raw, kc.key.transport_key(), Coordinates(SOURCE, p, off)))
+            by_partition[p].append(Record(raw, tkeys[kc.key], Coordinates(SOURCE, p, off)))
             continue
         else:
-            valid = ORIGIN + rng.randrange(days) * timefmt.NS_PER_DAY + rng.randrange(24) * NS_PER_HOUR
+            valid = ORIGIN + rng.randrange(days * 86_400) * timefmt.NS_PER_SECOND
             ident = [f"T{j}", 1, rng.randrange(len(kcs)), valid, rng.randint(-60, 40)]
             live.append(ident)
             kind, qty = "NEW", ident[4]
@@ -142,7 +156,7 @@ def generate(
         for q in copies:
             raw = _value(ident[0], ident[1], kind, kc.key, ident[3], q, spaced)
             off = len(by_partition[p])
-            by_partition[p].append(Record(raw, kc.key.transport_key(), Coordinates(SOURCE, p, off)))
+            by_partition[p].append(Record(raw, tkeys[kc.key], Coordinates(SOURCE, p, off)))
     return cfg, by_partition
 
 
