@@ -29,6 +29,13 @@ from amends_pipeline.postgres.errors import (
 
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/amends"
 DEFAULT_SCHEMA = "amends"
+IDLE_IN_TRANSACTION_TIMEOUT_S = 300
+"""The server ends a session left idle inside a transaction this long, releasing its locks.
+
+A client that vanishes mid-transaction (or whose COMMIT never arrives) must
+not hold a partition or view lock until TCP keepalive notices; no amends
+transaction legitimately pauses this long between statements.
+"""
 
 
 def dsn_from_env() -> str:
@@ -49,7 +56,12 @@ def describe(conninfo: str) -> str:
 
 
 def open_connection(
-    conninfo: str, schema: str | None, *, connect_timeout: int = 5, application_name: str = "amends"
+    conninfo: str,
+    schema: str | None,
+    *,
+    connect_timeout: int = 5,
+    application_name: str = "amends",
+    idle_in_transaction_timeout_s: int | None = None,
 ) -> psycopg.Connection[Any]:
     """A new autocommit session whose search_path is ``schema``; StoreUnavailable on failure."""
     where = describe(conninfo)
@@ -66,12 +78,18 @@ def open_connection(
     except psycopg.Error as e:
         msg = f"{where}: cannot connect: {one_line(e)}"
         raise StoreUnavailable(msg) from e
-    if schema is not None:
-        try:
+    try:
+        if schema is not None:
             conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
-        except psycopg.Error as e:
-            conn.close()
-            raise translate(e, f"{where}: selecting schema {schema!r}") from e
+        if idle_in_transaction_timeout_s is not None:
+            conn.execute(
+                sql.SQL("SET idle_in_transaction_session_timeout = {}").format(
+                    sql.Literal(idle_in_transaction_timeout_s * 1000)
+                )
+            )
+    except psycopg.Error as e:
+        conn.close()
+        raise translate(e, f"{where}: preparing the session") from e
     return conn
 
 
@@ -85,12 +103,14 @@ class Database:
         *,
         connect_timeout: int = 5,
         application_name: str = "amends",
+        idle_in_transaction_timeout_s: int | None = IDLE_IN_TRANSACTION_TIMEOUT_S,
     ) -> None:
         self.conninfo = conninfo
         self.schema = schema
         self.where = describe(conninfo)
         self._connect_timeout = connect_timeout
         self._application_name = application_name
+        self._idle_timeout = idle_in_transaction_timeout_s
         self._conn: psycopg.Connection[Any] | None = None
         self.backend: tuple[int, object] | None = None
         """(pid, backend_start) of the current server process, for commit resolution."""
@@ -113,6 +133,7 @@ class Database:
             self.schema,
             connect_timeout=self._connect_timeout,
             application_name=self._application_name,
+            idle_in_transaction_timeout_s=self._idle_timeout,
         )
         try:
             row = c.execute(
@@ -196,6 +217,21 @@ class Database:
             if isinstance(err, CommitUnknown):
                 err.backend = backend
             raise err from e
+
+    def end_backend(self, conn: psycopg.Connection[Any], backend: tuple[int, object] | None) -> None:
+        """Terminate the server process of an abandoned session (if it still exists).
+
+        Matched by pid *and* start time, so a reused pid is never hit. Used to
+        settle a lost COMMIT: once that process is gone its transaction can no
+        longer commit, and whatever it did commit is visible.
+        """
+        if backend is None:
+            return
+        conn.execute(
+            "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity"
+            " WHERE pid = %s AND backend_start = %s AND pid <> pg_backend_pid()",
+            backend,
+        )
 
     def rollback(self) -> None:
         """Roll back the current unit of work, if any; a failing session is dropped."""

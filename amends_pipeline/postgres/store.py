@@ -513,13 +513,7 @@ class PgStore:
         self._caches.pop(p, None)
         label = self._label(f"resolving an unknown commit on partition {p}")
         with self.db.transaction(label) as conn:
-            if unknown.backend is not None:
-                pid, started = unknown.backend
-                conn.execute(
-                    "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity"
-                    " WHERE pid = %s AND backend_start = %s AND pid <> pg_backend_pid()",
-                    (pid, started),
-                )
+            self.db.end_backend(conn, unknown.backend)
             row = conn.execute(
                 "SELECT next_offset FROM partitions WHERE ns_id = %s AND partition = %s"
                 " FOR UPDATE",

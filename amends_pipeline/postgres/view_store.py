@@ -24,7 +24,7 @@ from amends_core.ledger import Config, Envelope, OutputID, Projection, StockKey
 from amends_core.view import Effect, ViewDecision, ViewState
 from amends_pipeline.postgres import migrate as migrations
 from amends_pipeline.postgres.connection import DEFAULT_SCHEMA, Database
-from amends_pipeline.postgres.errors import StoreError
+from amends_pipeline.postgres.errors import CommitUnknown, StoreError
 from amends_pipeline.postgres.store import register_namespace
 
 _UPSERT_ROWS = """
@@ -106,6 +106,27 @@ class PgViewStore:
         assert row is not None
         return row[0], row[1]
 
+    def resolve_unknown(self, unknown: CommitUnknown) -> tuple[int, str | None]:
+        """After a lost commit reply of ``apply``: end that session, then re-read progress.
+
+        Returns (frontier, stopped) as installed; records below the frontier were
+        applied, so re-applying from it is exact. Without this the abandoned
+        session could hold the progress lock until the server's idle timeout.
+        """
+        p = unknown.partition
+        if p is None:
+            msg = f"{unknown.operation}: not a view application; re-read progress instead"
+            raise StoreError(msg)
+        with self.db.transaction(self._label(f"resolving an unknown commit on {p}")) as conn:
+            self.db.end_backend(conn, unknown.backend)
+            row = conn.execute(
+                "SELECT next_offset, stopped FROM view_progress"
+                " WHERE ns_id = %s AND partition = %s FOR UPDATE",
+                (self.ns_id, p),
+            ).fetchone()
+        assert row is not None
+        return row[0], row[1]
+
     # ------------------------------------------------------------ application
 
     def apply(self, partition: int, records: Iterable[tuple[int, bytes]]) -> list[ViewDecision]:
@@ -117,6 +138,13 @@ class PgViewStore:
         """
         self._check_partition(partition)
         recs = list(records)
+        try:
+            return self._apply(partition, recs)
+        except CommitUnknown as e:
+            e.partition = partition
+            raise
+
+    def _apply(self, partition: int, recs: list[tuple[int, bytes]]) -> list[ViewDecision]:
         label = self._label(f"applying output partition {partition}")
         with self.db.transaction(label) as conn:
             row = conn.execute(

@@ -31,11 +31,10 @@ def test_values_tombstones_and_frontier_commit_together(pg_dsn, open_store, open
     proxy.arm("swallow")
     with pytest.raises(CommitUnknown) as caught:
         view.apply(0, list(enumerate(log)))
-    # The COMMIT never arrived: no row and no progress, and the lock is released
-    # once the abandoned session is ended.
-    admin.execute("SELECT pg_terminate_backend(%s, 5000)", (caught.value.backend[0],))
+    # The COMMIT never arrived: resolution ends the abandoned session (which
+    # still holds the progress lock) and finds no row and no progress.
+    assert view.resolve_unknown(caught.value) == (0, None)
     assert admin.execute("SELECT count(*) FROM view_rows").fetchone() == (0,)
-    assert view.frontier(0) == 0
     decisions = view.apply(0, list(enumerate(log)))
     assert view.frontier(0) == len(log)
     # Re-applying after an unknown outcome is harmless: offsets below the frontier.
@@ -132,3 +131,39 @@ def test_view_apply_waits_for_the_progress_lock_held_by_another_applier(open_sto
         assert "d" not in box
     t.join(10)
     assert other.frontier(0) == len(log)
+
+
+def test_a_reply_lost_after_the_view_committed_resolves_to_the_new_frontier(
+    pg_dsn, open_store, open_view, proxy
+):
+    cfg = b.config()
+    log = output_log(open_store, cfg)
+    view = open_view(cfg, dsn=proxy.dsn(pg_dsn))
+    proxy.arm("cut-reply")
+    box: dict[str, object] = {}
+
+    def apply() -> None:
+        try:
+            view.apply(0, list(enumerate(log)))
+        except CommitUnknown as e:
+            box["e"] = e
+
+    t = threading.Thread(target=apply)
+    t.start()
+    assert proxy.commit_seen.wait(10)
+    time.sleep(0.3)
+    proxy.release()
+    t.join(10)
+    assert view.resolve_unknown(box["e"]) == (len(log), None)
+
+
+def test_the_server_ends_a_session_left_idle_in_its_transaction(pg_dsn, pg_schema, admin):
+    from amends_pipeline.postgres.connection import Database
+
+    db = Database(pg_dsn, pg_schema, idle_in_transaction_timeout_s=1)
+    conn = db.begin("pausing inside a transaction")
+    conn.execute("SELECT 1 FROM view_progress FOR UPDATE")
+    pid = db.backend[0]
+    time.sleep(2.5)
+    assert admin.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone() == (0,)
+    db.close()
