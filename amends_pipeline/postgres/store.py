@@ -1040,7 +1040,7 @@ class ProcessingTx:
             if self._first is None:
                 self._first = c.offset
             self._records += 1
-            if type(out) is Rejected:
+            if isinstance(out, Rejected):
                 self._rejections.append(out.rejection)
             else:
                 d = out.delta
