@@ -252,6 +252,16 @@ class _Sink:
             sql.SQL(", ").join(sql.SQL("%s::{}[]").format(sql.SQL(t)) for t in self.types),
         )
 
+    def unnest_source(self) -> sql.Composed:
+        """The rows as array parameters, shaped like the staging table, aliased ``u``."""
+        return sql.SQL("unnest({}) AS u ({})").format(
+            sql.SQL(", ").join(sql.SQL("%s::{}[]").format(sql.SQL(t)) for t in self.types),
+            sql.SQL(", ").join(map(sql.Identifier, self.columns)),
+        )
+
+    def staged_source(self) -> sql.Composed:
+        return sql.SQL("{} AS u").format(self.table)
+
 
 def _stage(name: str) -> sql.Composable:
     return sql.Identifier("pg_temp", name)
@@ -297,29 +307,39 @@ CREATE TEMP TABLE IF NOT EXISTS amends_stage_outputs
      cause_revision bigint)
     ON COMMIT DELETE ROWS
 """
-_APPLY_DAY_DELETES = """
-DELETE FROM key_days d USING pg_temp.amends_stage_day_deletes s
-WHERE d.key_id = s.key_id AND d.day = s.day
-"""
-_APPLY_DAYS = """
+_APPLY_DAY_DELETES = sql.SQL(
+    "DELETE FROM key_days d USING {} WHERE d.key_id = u.key_id AND d.day = u.day"
+)
+_APPLY_DAYS = sql.SQL("""
 INSERT INTO key_days (key_id, day, total, active_count, close, alert)
-SELECT key_id, day, total, active_count, close, alert FROM pg_temp.amends_stage_days
+SELECT u.key_id, u.day, u.total, u.active_count, u.close, u.alert FROM {}
 ON CONFLICT (key_id, day) DO UPDATE
 SET total = excluded.total, active_count = excluded.active_count, close = excluded.close,
     alert = excluded.alert
-"""
-_APPLY_OUTPUTS = """
+""")
+_APPLY_OUTPUTS = sql.SQL("""
 INSERT INTO outputs (key_id, family, day, version, present, close, threshold, status, reasons,
                      cause_offset, cause_txn_id, cause_revision)
-SELECT key_id, family, day, version, present, close, threshold, status, reasons,
-       cause_offset, cause_txn_id, cause_revision
-FROM pg_temp.amends_stage_outputs
+SELECT u.key_id, u.family, u.day, u.version, u.present, u.close, u.threshold, u.status,
+       u.reasons, u.cause_offset, u.cause_txn_id, u.cause_revision
+FROM {}
 ON CONFLICT (key_id, family, day) DO UPDATE
 SET version = excluded.version, present = excluded.present, close = excluded.close,
     threshold = excluded.threshold, status = excluded.status, reasons = excluded.reasons,
     cause_offset = excluded.cause_offset, cause_txn_id = excluded.cause_txn_id,
     cause_revision = excluded.cause_revision
-"""
+""")
+_UPSERTS: tuple[tuple[_Sink, sql.Composed, sql.Composed], ...] = tuple(
+    (sink, stmt.format(sink.staged_source()), stmt.format(sink.unnest_source()))
+    for sink, stmt in (
+        (_STAGE_DAY_DELETES, _APPLY_DAY_DELETES),
+        (_STAGE_DAYS, _APPLY_DAYS),
+        (_STAGE_OUTPUTS, _APPLY_OUTPUTS),
+    )
+)
+"""Day deletes, day upserts, output upserts: each from its staging table (after COPY)
+or straight from array parameters."""
+
 _INSERT_QUARANTINE = """
 INSERT INTO quarantine (ns_id, partition, src_offset, source, raw_value, raw_key, reason, detail)
 SELECT %s, %s, o, s, v, k, r, d
@@ -1097,33 +1117,36 @@ class ProcessingTx:
         key_ids = store.key_ids
         out_rows = [codec.output_row(key_ids[oid.key], env) for oid, env in self._outputs.items()]
         outbox = [(ns_id, p, r.sequence, r.envelope.to_bytes()) for r in self._outbox]
-        sets = [
-            (_OBSERVATIONS, self._obs),
-            (_OUTBOX, outbox),
-            (_STAGE_DAYS, day_rows),
-            (_STAGE_DAY_DELETES, deleted),
-            (_STAGE_OUTPUTS, out_rows),
+        appends = [(_OBSERVATIONS, self._obs), (_OUTBOX, outbox)]
+        upserts = [
+            (sink, rows, staged_stmt, unnest_stmt)
+            for (sink, staged_stmt, unnest_stmt), rows in zip(
+                _UPSERTS, (deleted, day_rows, out_rows), strict=True
+            )
         ]
-        if (day_rows or deleted or out_rows) and conn is not store._staged:
+        # Large sets: binary COPY (into staging tables for upserts). Small sets: one
+        # pipelined statement with array parameters and no staging table at all,
+        # because emptying a temporary table at commit costs more than tiny batches.
+        staged = [rows for _, rows, _, _ in upserts if len(rows) >= COPY_MIN_ROWS]
+        if staged and conn is not store._staged:
             conn.execute(_CREATE_STAGING)  # remembered only once this transaction commits
             self._staging_created = True
         cur = conn.cursor()
-        for sink, rows in sets:
+        for sink, rows in [*appends, *[(k, r) for k, r, _, _ in upserts]]:
             if len(rows) >= COPY_MIN_ROWS:
                 with cur.copy(sink.copy_statement()) as cp:
                     cp.set_types(list(sink.types))
                     for row in rows:
                         cp.write_row(row)
         with conn.pipeline():
-            for sink, rows in sets:
+            for sink, rows in appends:
                 if 0 < len(rows) < COPY_MIN_ROWS:
                     conn.execute(sink.insert_statement(), _columns(rows, len(sink.types)))
-            if deleted:
-                conn.execute(_APPLY_DAY_DELETES)
-            if day_rows:
-                conn.execute(_APPLY_DAYS)
-            if out_rows:
-                conn.execute(_APPLY_OUTPUTS)
+            for sink, rows, staged_stmt, unnest_stmt in upserts:
+                if len(rows) >= COPY_MIN_ROWS:
+                    conn.execute(staged_stmt)
+                elif rows:
+                    conn.execute(unnest_stmt, _columns(rows, len(sink.types)))
             if self._rejections:
                 rs = self._rejections
                 conn.execute(
