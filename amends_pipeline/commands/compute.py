@@ -6,7 +6,8 @@ import argparse
 import json
 import sys
 
-from amends_core.ledger import CloseOutOfRange
+from amends_core import oracle
+from amends_core.ledger import CloseOutOfRange, Config, Record
 from amends_core.pipeline import compute_incremental
 from amends_core.result import ComputeResult
 from amends_pipeline.commands._common import load_config, load_records
@@ -34,12 +35,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run)
 
 
-def _oracle(cfg, by_partition) -> ComputeResult:  # type: ignore[no-untyped-def]
-    try:
-        from amends_core import oracle
-    except ImportError:
-        msg = "the oracle engine is not available in this build"
-        raise UsageError(msg) from None
+def _oracle(cfg: Config, by_partition: dict[int, list[Record]]) -> ComputeResult:
     try:
         return oracle.compute(cfg, by_partition).result
     except oracle.OracleInputError as e:

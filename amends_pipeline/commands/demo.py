@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from amends_core import demo
+from amends_core import demo, oracle
 from amends_core.timefmt import format_day
 from amends_pipeline.commands._common import FIXTURES, load_config, read_bytes
 
@@ -26,11 +26,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run)
 
 
-def _oracle_fn() -> demo.OracleFn | None:
-    try:
-        from amends_core import oracle
-    except ImportError:
-        return None
+def _oracle_fn() -> demo.OracleFn:
     return lambda cfg, recs: oracle.compute(cfg, recs).result
 
 
@@ -73,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     )
     oracle = _oracle_fn()
     results = demo.run(cfg, stages, oracle)
-    ok = all(r.matches_expected and r.oracle_agrees is not False for r in results)
+    ok = all(r.matches_expected and r.oracle_agrees for r in results)
     if args.json:
         print(
             json.dumps(

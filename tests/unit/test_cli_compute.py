@@ -49,13 +49,17 @@ def write(tmp: Path, cfg: dict[str, Any], lines: list[str]) -> tuple[str, str]:
     return str(c), str(r)
 
 
+ENGINES = pytest.mark.parametrize("engine", ["incremental", "oracle"])
+
+
 def compute(capsys: pytest.CaptureFixture[str], cfg: str, recs: str, engine: str = "incremental") -> tuple[int, Any, str]:
     code = main(["compute", "--config", cfg, "--engine", engine, "--records", recs])
     out, err = capsys.readouterr()
     return code, (json.loads(out) if code == 0 else None), err
 
 
-def test_compute_reports_every_configured_key_sorted_with_rejections_and_conflicts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@ENGINES
+def test_compute_reports_every_configured_key_sorted_with_rejections_and_conflicts(tmp_path: Path, capsys: pytest.CaptureFixture[str], engine: str) -> None:
     lines = [
         line(0, 0, txn("A", qty=-50)),
         line(0, 1, txn("B", qty=-5, valid=day(2))),
@@ -65,7 +69,7 @@ def test_compute_reports_every_configured_key_sorted_with_rejections_and_conflic
         line(1, 0, txn("C", key=K2, qty=-2)),
         line(1, 1, txn("C", key=K2, qty=-2), key=None),
     ]
-    code, out, _ = compute(capsys, *write(tmp_path, CONFIG, lines))
+    code, out, _ = compute(capsys, *write(tmp_path, CONFIG, lines), engine=engine)
     assert code == 0
     assert [(k["item"], k["location"]) for k in out["keys"]] == [("PART-1", "DEPOT-A"), ("PART-2", "DEPOT-A"), ("UNTOUCHED", "X")]
     k1 = out["keys"][0]
@@ -82,18 +86,20 @@ def test_compute_reports_every_configured_key_sorted_with_rejections_and_conflic
     assert out["conflicts"] == [{"item": "PART-1", "location": "DEPOT-A", "txn_id": "B", "revision": 1}]
 
 
-def test_a_blocked_key_reports_status_and_reasons_with_empty_business_lists(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@ENGINES
+def test_a_blocked_key_reports_status_and_reasons_with_empty_business_lists(tmp_path: Path, capsys: pytest.CaptureFixture[str], engine: str) -> None:
     lines = [line(0, 0, txn("A", qty=-5)), line(0, 1, txn("A", qty=-6))]
-    code, out, _ = compute(capsys, *write(tmp_path, CONFIG, lines))
+    code, out, _ = compute(capsys, *write(tmp_path, CONFIG, lines), engine=engine)
     assert code == 0
     assert out["keys"][0]["status"] == "BLOCKED"
     assert out["keys"][0]["reasons"] == [{"txn_id": "A", "revision": 1}]
     assert out["keys"][0]["balances"] == [] and out["keys"][0]["alerts"] == []
 
 
-def test_records_are_processed_per_partition_in_offset_order_whatever_the_file_order(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@ENGINES
+def test_records_are_processed_per_partition_in_offset_order_whatever_the_file_order(tmp_path: Path, capsys: pytest.CaptureFixture[str], engine: str) -> None:
     lines = [line(0, 9, txn("A", revision=1, qty=-1)), line(0, 3, txn("A", revision=1, qty=-2))]
-    code, out, _ = compute(capsys, *write(tmp_path, CONFIG, lines))
+    code, out, _ = compute(capsys, *write(tmp_path, CONFIG, lines), engine=engine)
     assert code == 0 and out["keys"][0]["status"] == "BLOCKED"
     assert out["conflicts"] == [{"item": "PART-1", "location": "DEPOT-A", "txn_id": "A", "revision": 1}]
 
@@ -107,10 +113,11 @@ def test_several_records_files_are_combined(tmp_path: Path, capsys: pytest.Captu
     assert out["keys"][0]["balances"] == [{"day": "2026-01-01", "close": 97}]
 
 
-def test_a_close_outside_int64_exits_3_naming_key_and_day(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@ENGINES
+def test_a_close_outside_int64_exits_3_naming_key_and_day(tmp_path: Path, capsys: pytest.CaptureFixture[str], engine: str) -> None:
     cfg = json.loads(json.dumps(CONFIG))
     cfg["keys"][1]["opening_balance"] = INT64_MAX
-    code, _, err = compute(capsys, *write(tmp_path, cfg, [line(0, 0, txn("A", qty=1, valid=day(3)))]))
+    code, _, err = compute(capsys, *write(tmp_path, cfg, [line(0, 0, txn("A", qty=1, valid=day(3)))]), engine=engine)
     assert code == 3
     assert "PART-1" in err and "2026-01-03" in err and len(err.strip().splitlines()) == 1
 
@@ -126,10 +133,11 @@ def test_a_close_outside_int64_exits_3_naming_key_and_day(tmp_path: Path, capsys
         lambda c: c.update(unknown=True),
     ],
 )
-def test_an_invalid_configuration_exits_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], mutate: Any) -> None:
+@ENGINES
+def test_an_invalid_configuration_exits_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], mutate: Any, engine: str) -> None:
     cfg = json.loads(json.dumps(CONFIG))
     mutate(cfg)
-    code, _, err = compute(capsys, *write(tmp_path, cfg, []))
+    code, _, err = compute(capsys, *write(tmp_path, cfg, []), engine=engine)
     assert code == 2 and len(err.strip().splitlines()) == 1
 
 
@@ -144,13 +152,15 @@ def test_an_invalid_configuration_exits_2_with_one_line(tmp_path: Path, capsys: 
         '{"partition":0,"offset":0,"value":"{}"}',
     ],
 )
-def test_unusable_records_files_exit_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], bad_line: str) -> None:
-    code, _, err = compute(capsys, *write(tmp_path, CONFIG, [bad_line]))
+@ENGINES
+def test_unusable_records_files_exit_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], bad_line: str, engine: str) -> None:
+    code, _, err = compute(capsys, *write(tmp_path, CONFIG, [bad_line]), engine=engine)
     assert code == 2 and len(err.strip().splitlines()) == 1
 
 
-def test_a_repeated_offset_in_one_partition_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = compute(capsys, *write(tmp_path, CONFIG, [line(0, 1, txn()), line(0, 1, txn())]))
+@ENGINES
+def test_a_repeated_offset_in_one_partition_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str], engine: str) -> None:
+    code, _, err = compute(capsys, *write(tmp_path, CONFIG, [line(0, 1, txn()), line(0, 1, txn())]), engine=engine)
     assert code == 2 and "offset 1" in err
 
 
@@ -159,9 +169,10 @@ def test_missing_files_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert code == 2 and "cannot read" in capsys.readouterr().err
 
 
-def test_value_text_with_a_lone_surrogate_is_rejected_not_fatal(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@ENGINES
+def test_value_text_with_a_lone_surrogate_is_rejected_not_fatal(tmp_path: Path, capsys: pytest.CaptureFixture[str], engine: str) -> None:
     raw = '{"partition":0,"offset":0,"key":"[\\"PART-1\\",\\"DEPOT-A\\"]","value":"\\ud800"}'
-    code, out, _ = compute(capsys, *write(tmp_path, CONFIG, [raw]))
+    code, out, _ = compute(capsys, *write(tmp_path, CONFIG, [raw]), engine=engine)
     assert code == 0 and out["rejections"] == [{"partition": 0, "offset": 0, "reason": "MALFORMED"}]
 
 
