@@ -28,12 +28,48 @@ def _core(a: argparse.Namespace) -> list[Figure]:
     return core_bench.run(sizes=sizes, runs=2 if a.tiny else a.runs, ops=100 if a.tiny else 2_000)
 
 
-SUITES: dict[str, Suite] = {"core": _core}
+def _durable(a: argparse.Namespace) -> list[Figure]:
+    from benchmarks import pg_batch_bench as b
+
+    if a.tiny:
+        return b.run(dict(b.TINY_PLAN), runs=1, keys=20, preload=200, cold=False)
+    return b.run(dict(b.DEFAULT_PLAN), runs=a.runs_slow)
+
+
+def _oracle(a: argparse.Namespace) -> list[Figure]:
+    from benchmarks import oracle_bench as b
+
+    if a.tiny:
+        return b.run(sizes=(2_000,), runs=1, naive_max=2_000)
+    return b.run(sizes=tuple(a.oracle_records), runs=a.runs_slow, naive_max=1_000_000)
+
+
+def _sim(a: argparse.Namespace) -> list[Figure]:
+    from benchmarks import sim_bench as b
+
+    return b.run(seeds=10 if a.tiny else 300, runs=1 if a.tiny else a.runs_slow)
+
+
+def _e2e(a: argparse.Namespace) -> list[Figure]:
+    from benchmarks import e2e_bench as b
+
+    return b.run(samples=5 if a.tiny else 60, bulk=200 if a.tiny else 5_000)
+
+
+SUITES: dict[str, Suite] = {
+    "core": _core,
+    "durable": _durable,
+    "oracle": _oracle,
+    "simulator": _sim,
+    "end-to-end": _e2e,
+}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tiny", action="store_true", help="tiny sizes (seconds); numbers are meaningless")
-    p.add_argument("--runs", type=int, default=5, help="runs per figure (median, min, max)")
+    p.add_argument("--runs", type=int, default=5, help="runs per core figure (median, min, max)")
+    p.add_argument("--runs-slow", type=int, default=3, help="runs per figure of the slower suites")
+    p.add_argument("--oracle-records", type=int, nargs="+", default=[1_000_000, 10_000_000], metavar="N")
     p.add_argument("--only", action="append", choices=sorted(SUITES), help="run only these suites")
     p.add_argument("--core-days", type=int, nargs="+", default=[1_000, 10_000, 100_000], metavar="N")
     p.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"), help="markdown report path")

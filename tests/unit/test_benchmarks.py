@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 from benchmarks import core_bench
-from benchmarks.run import main
 
 
 def test_the_naive_baseline_computes_the_same_closes_and_alerts_as_the_fold() -> None:
@@ -30,12 +26,3 @@ def test_benchmark_corrections_leave_the_key_consistent_with_a_recompute() -> No
     # committed intent equals the projection (what the view would show)
     present = {e.output_id.day: e.payload.close for e in k.outputs.values() if e.output_id.family.value == "balance" and e.payload.present}
     assert present == dict(balances)
-
-
-def test_the_tiny_benchmark_run_writes_both_report_files(tmp_path: Path) -> None:
-    out = tmp_path / "benchmarks.md"
-    assert main(["--tiny", "--out", str(out)]) == 0
-    doc = json.loads(out.with_suffix(".json").read_text())
-    names = [f["name"] for f in doc["figures"]]
-    assert any("tail append" in n for n in names) and any("naive" in f["group"] for f in doc["figures"])
-    assert "| group | figure | median |" in out.read_text()
