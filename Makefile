@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-16)
 export AMENDS_PG_DSN ?= postgresql://postgres@127.0.0.1:5432/amends
 
-.PHONY: setup venv postgres demo test test-unit test-integration lint bench fuzz-nightly clean
+.PHONY: setup venv postgres demo test test-unit lint bench fuzz-nightly sim-nightly clean
 
 setup: venv postgres
 
@@ -40,6 +40,10 @@ bench: setup
 # Long hostile-input run for nightly CI (not part of `make test`).
 fuzz-nightly: venv
 	AMENDS_FUZZ_EXAMPLES=200000 $(PY) -m pytest tests/unit/test_wire_fuzz.py -q -p no:cacheprovider
+
+# Long simulation soak for nightly CI (about 2.5 hours on 2 cores).
+sim-nightly: venv
+	$(VENV)/bin/amends sim --seed 1 --runs 200000 --jobs 2
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis .mypy_cache .ruff_cache
