@@ -189,6 +189,8 @@ class Config:
     _index: dict[StockKey, KeyConfig] = field(
         default_factory=dict, init=False, repr=False, compare=False, hash=False
     )
+    _digest: list[str] = field(default_factory=list, init=False, repr=False, compare=False, hash=False)
+    """Memo of ``digest()``: guards compare it on every record."""
 
     def __post_init__(self) -> None:
         index = {kc.key: kc for kc in self.keys}
@@ -261,7 +263,10 @@ class Config:
 
     def digest(self) -> str:
         """SHA-256 over the normalised configuration: an identity check, not a signature."""
-        return hashlib.sha256(compact_json(self.normalised()).encode("utf-8")).hexdigest()
+        if not self._digest:
+            text = compact_json(self.normalised()).encode("utf-8")
+            self._digest.append(hashlib.sha256(text).hexdigest())
+        return self._digest[0]
 
     def with_namespace(self, namespace: str) -> Config:
         return Config(
