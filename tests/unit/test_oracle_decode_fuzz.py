@@ -9,6 +9,7 @@ structurally and byte-wise mutated) and must agree on every single value.
 from __future__ import annotations
 
 import json
+import os
 import random
 
 import pytest
@@ -271,8 +272,11 @@ def test_oracle_decoder_agrees_with_wire_on_byte_mutations(values: list[bytes]) 
     agree(values)
 
 
-@pytest.mark.slow
-@settings(max_examples=5000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=int(os.environ.get("AMENDS_FUZZ_EXAMPLES", "1500")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(st.lists(mutated(), min_size=1, max_size=10))
 def test_oracle_decoder_agrees_with_wire_on_many_byte_mutations(values: list[bytes]) -> None:
     agree(values)
