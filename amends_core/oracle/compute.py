@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from operator import attrgetter
 
 import polars as pl
 
@@ -112,18 +111,22 @@ def gather(cfg: Config, by_partition: Mapping[int, Sequence[Record]]) -> Source:
         recs = by_partition[p]
         if not recs:
             continue
-        coords = list(map(attrgetter("coords"), recs))
-        sources = set(map(attrgetter("source"), coords))
-        if sources != {source}:
-            other = sorted(s for s in sources if s != source)[0]
-            msg = f"partition {p} holds a record from source {other!r}, expected {source!r}"
-            raise OracleInputError(msg)
-        parts = set(map(attrgetter("partition"), coords))
-        if parts != {p}:
-            other_p = sorted(x for x in parts if x != p)[0]
-            msg = f"records listed under partition {p} carry partition {other_p}"
-            raise OracleInputError(msg)
-        offsets = pl.Series(list(map(attrgetter("offset"), coords)), dtype=pl.Int64)
+        # One plain loop touches each record once; records are scattered in
+        # memory, so this beats several C-level passes over them.
+        offset_list: list[int] = []
+        add_value, add_key, add_offset = values.append, keys.append, offset_list.append
+        for r in recs:
+            c = r.coords
+            if c.source != source:
+                msg = f"partition {p} holds a record from source {c.source!r}, expected {source!r}"
+                raise OracleInputError(msg)
+            if c.partition != p:
+                msg = f"records listed under partition {p} carry partition {c.partition}"
+                raise OracleInputError(msg)
+            add_value(r.value)
+            add_key(r.key)
+            add_offset(c.offset)
+        offsets = pl.Series(offset_list, dtype=pl.Int64)
         if offsets.min() < 0:  # type: ignore[operator]
             msg = f"partition {p} has a negative offset"
             raise OracleInputError(msg)
@@ -136,8 +139,6 @@ def gather(cfg: Config, by_partition: Mapping[int, Sequence[Record]]) -> Source:
             )
             raise OracleInputError(msg)
         records.extend(recs)
-        values.extend(map(attrgetter("value"), recs))
-        keys.extend(map(attrgetter("key"), recs))
         partition.append(pl.repeat(p, len(recs), dtype=pl.Int64, eager=True))
     column = pl.concat(partition) if partition else pl.Series([], dtype=pl.Int64)
     return Source(records, values, keys, column.alias("partition"))
@@ -164,7 +165,9 @@ def _key_table(cfg: Config) -> tuple[list[StockKey], pl.DataFrame]:
 def _source_frame(src: Source) -> pl.DataFrame:
     values = pl.Series("value", src.values, dtype=pl.Binary)
     keys = pl.Series("key", src.keys, dtype=pl.Binary)
-    meta = pl.DataFrame([pl.Series("i", range(len(src.records)), dtype=pl.Int64), src.partition])
+    meta = pl.DataFrame(
+        [pl.int_range(len(src.records), dtype=pl.Int64, eager=True).alias("i"), src.partition]
+    )
     return pl.concat([meta, decode_values(values), decode_keys(keys)], how="horizontal")
 
 

@@ -188,7 +188,7 @@ def _utf8_text(values: pl.Series) -> pl.Series:
         return values.cast(pl.String)
     # Polars validates whole buffers, masked slots included: rebuild without them.
     good = pl.repeat(True, len(values), eager=True).scatter(bad, False)
-    text = pl.Series("v", [None] * len(values), dtype=pl.String)
+    text = pl.repeat(None, len(values), dtype=pl.String, eager=True).alias("v")
     return text.scatter(good.arg_true(), values.filter(good).cast(pl.String))
 
 
@@ -448,7 +448,7 @@ def decode_values(values: pl.Series) -> pl.DataFrame:
         | (values.bin.size() > MAX_VALUE_BYTES)
     ).to_series()
     slow_idx = mask.arg_true()
-    errors = pl.Series("error", [None] * len(values), dtype=pl.String)
+    errors = pl.repeat(None, len(values), dtype=pl.String, eager=True).alias("error")
     if len(slow_idx):
         idx_list = slow_idx.to_list()
         raw_values = values.gather(slow_idx).to_list()
