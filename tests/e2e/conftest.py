@@ -16,23 +16,12 @@ from pathlib import Path
 import pytest
 
 from amends_pipeline.kafka.devbroker import DevBroker
-from amends_pipeline.postgres.connection import check_available, dsn_from_env
-from amends_pipeline.postgres.errors import StoreUnavailable
 from amends_pipeline.postgres.migrate import scratch_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "fixtures" / "worked-example"
 AMENDS = str(Path(sys.executable).with_name("amends"))
 
-
-@pytest.fixture(scope="session")
-def pg_dsn() -> str:
-    dsn = dsn_from_env()
-    try:
-        check_available(dsn)
-    except StoreUnavailable as e:
-        pytest.fail(f"PostgreSQL is required: {e}. Run `bash scripts/ensure-postgres.sh`.", pytrace=False)
-    return dsn
 
 
 @dataclass

@@ -18,32 +18,8 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from amends_core.ledger import Config
-from amends_pipeline.postgres.connection import check_available, dsn_from_env
-from amends_pipeline.postgres.errors import StoreUnavailable
-from amends_pipeline.postgres.migrate import scratch_schema
 from amends_pipeline.postgres.store import PgStore
 from amends_pipeline.postgres.view_store import PgViewStore
-
-
-@pytest.fixture(scope="session")
-def pg_dsn() -> str:
-    dsn = dsn_from_env()
-    try:
-        check_available(dsn)
-    except StoreUnavailable as e:
-        pytest.fail(
-            f"PostgreSQL is required for these tests and is unavailable: {e}."
-            " Run `bash scripts/ensure-postgres.sh` or set AMENDS_PG_DSN.",
-            pytrace=False,
-        )
-    return dsn
-
-
-@pytest.fixture
-def pg_schema(pg_dsn: str) -> Iterator[str]:
-    """A freshly migrated schema of its own, dropped after the test."""
-    with scratch_schema(pg_dsn, "t_int") as schema:
-        yield schema
 
 
 @pytest.fixture

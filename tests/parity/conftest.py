@@ -12,31 +12,7 @@ from typing import Any
 import pytest
 
 from amends_core.ledger import Config
-from amends_pipeline.postgres.connection import check_available, dsn_from_env
-from amends_pipeline.postgres.errors import StoreUnavailable
-from amends_pipeline.postgres.migrate import scratch_schema
 from tests.parity.harness import Adapter, MemoryAdapter, PgAdapter
-
-
-@pytest.fixture(scope="session")
-def pg_dsn() -> str:
-    dsn = dsn_from_env()
-    try:
-        check_available(dsn)
-    except StoreUnavailable as e:
-        pytest.fail(
-            f"PostgreSQL is required for these tests and is unavailable: {e}."
-            " Run `bash scripts/ensure-postgres.sh` or set AMENDS_PG_DSN.",
-            pytrace=False,
-        )
-    return dsn
-
-
-@pytest.fixture
-def pg_schema(pg_dsn: str) -> Iterator[str]:
-    """A freshly migrated schema of its own, dropped after the test."""
-    with scratch_schema(pg_dsn, "t_parity") as schema:
-        yield schema
 
 
 @pytest.fixture(params=["memory", "postgres"])
