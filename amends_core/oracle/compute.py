@@ -44,6 +44,8 @@ from amends_core.oracle.decode import decode_keys, decode_values, gc_paused
 from amends_core.result import ComputeResult, RejectionRef
 
 _SECONDS_PER_DAY = 86_400
+_CANONICAL = ["kid", "txn_id", "revision", "kind", "valid_s", "valid_nanos", "qty"]
+"""What canonical equality compares (the key as ``kid``); never source time or coordinates."""
 
 
 class OracleInputError(ValueError):
@@ -235,10 +237,8 @@ def _authority(accepted: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.L
 
     Revision groups are materialised once; everything after works on them.
     """
-    canonical = ["kid", "txn_id", "revision", "kind", "valid_s", "valid_nanos", "qty"]
     groups = (
         accepted.lazy()
-        .select(canonical)
         .unique()
         .group_by("kid", "txn_id", "revision")
         .agg(
@@ -341,7 +341,7 @@ def derive(cfg: Config, src: Source, frame: pl.DataFrame) -> OracleResult:
         for row in rejected_rows.iter_rows(named=True)
     )
 
-    accepted = frame.filter(pl.col("reason").is_null())
+    accepted = frame.lazy().filter(pl.col("reason").is_null()).select(_CANONICAL).collect()
     conflicts_df, blocked_df, active_lf = _authority(accepted)
     daily_df = _daily(active_lf, key_table).collect()
     touched = set(accepted.get_column("kid").unique().to_list())
