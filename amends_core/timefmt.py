@@ -53,8 +53,8 @@ def parse_rfc3339(text: str) -> int:
     if m is None:
         msg = f"not an RFC 3339 timestamp with offset: {text[:64]!r}"
         raise TimestampError(msg)
-    y, mo, d = int(m["y"]), int(m["mo"]), int(m["d"])
-    h, mi, s = int(m["h"]), int(m["mi"]), int(m["s"])
+    ys, mos, ds, hs, mis, ss, frac, z, sign, ohs, oms = m.groups()
+    y, mo, d, h, mi, s = int(ys), int(mos), int(ds), int(hs), int(mis), int(ss)
     if not 1 <= mo <= 12:
         msg = f"month out of range in {text!r}"
         raise TimestampError(msg)
@@ -66,13 +66,12 @@ def parse_rfc3339(text: str) -> int:
         msg = f"time of day out of range in {text!r}"
         raise TimestampError(msg)
     offset_s = 0
-    if m["z"] is None:
-        oh, om = int(m["oh"]), int(m["om"])
+    if z is None:
+        oh, om = int(ohs), int(oms)
         if oh > 23 or om > 59:
             msg = f"offset out of range in {text!r}"
             raise TimestampError(msg)
-        offset_s = (oh * 3600 + om * 60) * (1 if m["sign"] == "+" else -1)
-    frac = m["f"] or ""
+        offset_s = (oh * 3600 + om * 60) * (1 if sign == "+" else -1)
     nanos = int((frac + "000000000")[:9]) if frac else 0
     seconds = days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + s - offset_s
     return seconds * NS_PER_SECOND + nanos
