@@ -257,27 +257,25 @@ class Writer:
         key: bytes | None,
         headers: list[tuple[str, bytes]] | None = None,
     ) -> None:
-        while True:
-            try:
-                self._p.produce(
-                    topic, value=value, key=key, partition=partition, headers=headers,
-                    on_delivery=self._on_delivery,
-                )
-                break
-            except BufferError:
-                self._p.poll(0.1)
-            except KafkaException as e:
-                msg = f"producing to {topic}[{partition}]"
-                raise _raise_from(msg, e) from e
-        self._p.poll(0)
+        """Produce one message; its delivery lands in ``delivered`` or ``failures``."""
+        self.produce_raw(topic, partition, value, key, self._on_delivery, headers)
 
     def produce_raw(
-        self, topic: str, partition: int, value: bytes, key: bytes | None, on_delivery: Any
+        self,
+        topic: str,
+        partition: int,
+        value: bytes,
+        key: bytes | None,
+        on_delivery: Any,
+        headers: list[tuple[str, bytes]] | None = None,
     ) -> None:
         """Produce with a caller-supplied delivery callback (the relay tracks receipts)."""
         while True:
             try:
-                self._p.produce(topic, value=value, key=key, partition=partition, on_delivery=on_delivery)
+                self._p.produce(
+                    topic, value=value, key=key, partition=partition, headers=headers,
+                    on_delivery=on_delivery,
+                )
                 break
             except BufferError:
                 self._p.poll(0.1)

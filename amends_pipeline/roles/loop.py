@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import signal
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -79,7 +78,3 @@ def run_loop(
                 return total
             stop.wait(idle_sleep)
     return total
-
-
-def sleep_ms(ms: float) -> None:
-    time.sleep(ms / 1000)
