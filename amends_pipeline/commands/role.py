@@ -10,6 +10,7 @@ from contextlib import ExitStack
 from amends_pipeline.commands._common import load_config, operational
 from amends_pipeline.errors import UsageError
 from amends_pipeline.roles.loop import Stop, run_loop
+from amends_pipeline.roles.steps import ROLES, open_steps
 from amends_pipeline.runtime import Runtime
 
 
@@ -27,7 +28,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             " arguments or environment (also after repeated transient failures)."
         ),
     )
-    p.add_argument("role", choices=["worker", "relay", "view"])
+    p.add_argument("role", choices=ROLES)
     p.add_argument("--config", required=True, metavar="CONFIG.json")
     p.add_argument(
         "--partition", type=int, action="append", metavar="P",
@@ -59,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"amends {args.role}: {text}", file=sys.stderr, flush=True)
 
     with ExitStack() as stack:
-        steps = build_steps(rt, args.role, parts, args.batch_size, stack, log)
+        steps = open_steps(rt, args.role, parts, args.batch_size, stack, log)
         log(f"serving partitions {parts} of {cfg.namespace!r}")
         # Long-lived state (key caches) is built by now: keep the cyclic collector from
         # rescanning it on every batch (it costs about a quarter of the worker's CPU).
@@ -72,50 +73,3 @@ def run(args: argparse.Namespace) -> int:
         )
         log(f"stopping after {total} items")
     return 0
-
-
-def build_steps(rt: Runtime, role: str, parts: list[int], batch: int, stack: ExitStack, log):  # type: ignore[no-untyped-def]
-    """Open what a role needs (closed by ``stack``) and return its step callables."""
-    if role == "worker":
-        from amends_pipeline.roles.worker import WorkerPartition
-
-        store = stack.enter_context(rt.store("amends-worker"))
-        m = rt.manifest(store)
-        reader = stack.enter_context(rt.reader(m.source_topic))
-        workers = [WorkerPartition(store, reader, m, p, batch_size=batch) for p in parts]
-        for w in workers:
-            tok = w.claim()
-            log(f"partition {w.partition}: epoch {tok.epoch}, frontier {store.frontier(w.partition)}")
-
-        def make(w):  # type: ignore[no-untyped-def]
-            return lambda: w.step().records
-
-        return [make(w) for w in workers]
-    if role == "relay":
-        from amends_pipeline.roles.relay import RelayLock, RelayPartition
-
-        store = stack.enter_context(rt.store("amends-relay"))
-        m = rt.manifest(store)
-        writer = rt.writer()
-        relays = []
-        for p in parts:
-            lock = RelayLock(rt.dsn, rt.schema, rt.cfg.namespace, p)
-            stack.callback(lock.close)
-            relays.append(RelayPartition(store, writer, m.output_topic, p, batch_size=batch))
-
-        def make_r(r):  # type: ignore[no-untyped-def]
-            return lambda: r.step().published
-
-        return [make_r(r) for r in relays]
-    from amends_pipeline.roles.view import ViewPartition
-
-    store = stack.enter_context(rt.store("amends-view-manifest"))
-    m = rt.manifest(store)
-    vstore = stack.enter_context(rt.view_store())
-    reader = stack.enter_context(rt.reader(m.output_topic))
-    views = [ViewPartition(vstore, reader, p, batch_size=max(batch, 1000)) for p in parts]
-
-    def make_v(v):  # type: ignore[no-untyped-def]
-        return lambda: v.step().applied
-
-    return [make_v(v) for v in views]

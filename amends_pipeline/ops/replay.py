@@ -14,6 +14,7 @@ not touched.
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from dataclasses import dataclass
 
 from amends_core.errors import OperationError, ReplayMismatch
@@ -23,9 +24,7 @@ from amends_pipeline.manifest import Manifest, ManifestMissing, check_source, wr
 from amends_pipeline.ops.provision import ensure_topic
 from amends_pipeline.ops.verify import verify_namespace
 from amends_pipeline.roles.loop import Stop, run_loop
-from amends_pipeline.roles.relay import RelayLock, RelayPartition
-from amends_pipeline.roles.view import ViewPartition
-from amends_pipeline.roles.worker import WorkerPartition
+from amends_pipeline.roles.steps import ROLES, open_steps
 from amends_pipeline.runtime import Runtime
 
 
@@ -110,30 +109,15 @@ def rebuild(
         elif existing.output_topic != output_topic or existing.nonce != m.nonce:
             msg = f"namespace {new_namespace!r} already exists with another binding"
             raise OperationError(msg)
-        nm = nrt.manifest(nstore)
-        drain(nrt, nm, batch)
+    drain(nrt, batch)
     report = verify_namespace(nrt)
     accepted = report.accepts(list(original.rejections), original.conflicts())
     return RebuildPlan(new_namespace, output_topic, m.source_topic, True, report, accepted)
 
 
-def drain(rt: Runtime, m: Manifest, batch: int) -> None:
+def drain(rt: Runtime, batch: int) -> None:
     """Run worker, relay and view steps of every partition until no work is left."""
     parts = range(rt.cfg.partitions)
-    with rt.store("amends-rebuild-worker") as store, rt.view_store() as vstore, \
-            rt.reader(m.source_topic) as src, rt.reader(m.output_topic) as out:
-        writer = rt.writer()
-        workers = [WorkerPartition(store, src, m, p, batch_size=batch) for p in parts]
-        locks = [RelayLock(rt.dsn, rt.schema, rt.cfg.namespace, p) for p in parts]
-        try:
-            relays = [RelayPartition(store, writer, m.output_topic, p, batch_size=batch) for p in parts]
-            views = [ViewPartition(vstore, out, p, batch_size=batch) for p in parts]
-            steps = (
-                [lambda w=w: w.step().records for w in workers]
-                + [lambda r=r: r.step().published for r in relays]
-                + [lambda v=v: v.step().applied for v in views]
-            )
-            run_loop(steps, Stop(), until_idle=True)
-        finally:
-            for lock in locks:
-                lock.close()
+    with ExitStack() as stack:
+        steps = [s for role in ROLES for s in open_steps(rt, role, parts, batch, stack)]
+        run_loop(steps, Stop(), until_idle=True)

@@ -21,6 +21,7 @@ from amends_core.errors import OperationError
 from amends_pipeline.kafka.topics import Writer
 from amends_pipeline.postgres.connection import open_connection
 from amends_pipeline.postgres.store import PgStore
+from amends_pipeline.runtime import Runtime
 
 
 class RelayBusy(OperationError):
@@ -102,11 +103,8 @@ class RelayPartition:
         return RelayResult(p, len(rows), len(receipts), self.store.pending_count(p), time.perf_counter() - t0)
 
 
-def relay_running(rt: object, partition: int) -> bool:
+def relay_running(rt: Runtime, partition: int) -> bool:
     """Whether some session holds the relay lock of a partition (probe by try-lock)."""
-    from amends_pipeline.runtime import Runtime
-
-    assert isinstance(rt, Runtime)
     try:
         lock = RelayLock(rt.dsn, rt.schema, rt.cfg.namespace, partition)
     except RelayBusy:
