@@ -4,11 +4,11 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-16)
-export AMENDS_PG_DSN ?= postgresql://postgres@127.0.0.1:5432/amends
 
-.PHONY: setup venv postgres demo test test-unit lint bench fuzz-nightly sim-nightly clean
 
-setup: venv postgres
+.PHONY: setup venv postgres kafka demo test test-unit lint bench fuzz-nightly sim-nightly clean
+
+setup: venv postgres kafka
 
 venv: $(STAMP)
 
@@ -20,6 +20,10 @@ $(STAMP): pyproject.toml
 
 postgres:
 	bash scripts/ensure-postgres.sh
+
+# The real Apache Kafka broker's jars, fetched once with mvn into var/kafka/ (git-ignored).
+kafka: venv
+	$(VENV)/bin/amends kafka fetch
 
 demo: venv
 	$(VENV)/bin/amends demo

@@ -1,7 +1,8 @@
-"""The pipeline as separate processes: development broker, PostgreSQL, worker, relay, view.
+"""The pipeline as separate processes: real Kafka broker, PostgreSQL, worker, relay, view.
 
-Every command here is the real `amends` console script; Kafka is the
-development broker process and PostgreSQL the real server.
+Every command here is the real `amends` console script; Kafka is a real Apache
+Kafka broker process (the mock cluster only where a test says so) and
+PostgreSQL the real server.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ def expected_view(stage: int) -> dict[str, object]:
 
 def test_the_three_fixture_stages_flow_through_real_processes_and_verify_pass(pipeline: Pipeline) -> None:
     p = pipeline
-    p.ok("provision", "--config", CFG)
+    p.provision()
     for i, stage in enumerate(STAGES):
         p.ok("load", "--config", CFG, str(FIXTURE / stage))
         p.roles_until_idle()
@@ -43,7 +44,7 @@ def test_the_three_fixture_stages_flow_through_real_processes_and_verify_pass(pi
 
 def test_verify_is_incomplete_until_every_role_has_caught_up(pipeline: Pipeline) -> None:
     p = pipeline
-    p.ok("provision", "--config", CFG)
+    p.provision()
     p.ok("load", "--config", CFG, str(FIXTURE / "before.jsonl"))
     r = p.verify()
     assert r.returncode == 1 and "INCOMPLETE" in r.stdout and "worker frontier" in r.stdout
@@ -59,7 +60,7 @@ def test_verify_is_incomplete_until_every_role_has_caught_up(pipeline: Pipeline)
 
 def test_rejections_and_conflicts_verify_only_against_an_exact_manifest(pipeline: Pipeline) -> None:
     p = pipeline
-    p.ok("provision", "--config", CFG)
+    p.provision()
     bad = p.tmp / "bad.jsonl"
     bad.write_text(
         "not json at all\n"
@@ -98,9 +99,11 @@ def test_rejections_and_conflicts_verify_only_against_an_exact_manifest(pipeline
     assert p.verify("--expect", str(expect)).returncode == 0
 
 
-def test_relay_and_view_ride_out_a_broker_outage_and_request_errors(pipeline: Pipeline) -> None:
-    p = pipeline
-    p.ok("provision", "--config", CFG)
+def test_relay_and_view_ride_out_a_broker_outage_and_request_errors(mock_pipeline: Pipeline) -> None:
+    # Mock cluster: a real broker cannot be made to answer Produce and Fetch with
+    # NOT_LEADER_FOR_PARTITION or REQUEST_TIMED_OUT on demand.
+    p = mock_pipeline
+    p.provision()
     for stage in STAGES:
         p.ok("load", "--config", CFG, str(FIXTURE / stage))
     p.ok("role", "worker", "--config", CFG, "--until-idle", "--quiet")
@@ -125,9 +128,9 @@ def test_relay_and_view_ride_out_a_broker_outage_and_request_errors(pipeline: Pi
 
 def test_retention_loss_stops_the_worker_and_makes_verify_incomplete(pipeline: Pipeline) -> None:
     p = pipeline
-    p.ok("provision", "--config", CFG)
+    p.provision()
     p.ok("load", "--config", CFG, str(FIXTURE / "before.jsonl"), str(FIXTURE / "correction.jsonl"))
-    p.broker.control("delete-records", topic="amends-source", partition=0, offset=2)
+    p.delete_records(0, 2)
     r = p.run("role", "worker", "--config", CFG, "--until-idle")
     assert r.returncode == 1
     assert "SourceLost" in r.stderr and "never skipped" not in r.stdout
@@ -137,21 +140,21 @@ def test_retention_loss_stops_the_worker_and_makes_verify_incomplete(pipeline: P
 
 def test_a_recreated_source_topic_is_refused_not_reprocessed(pipeline: Pipeline) -> None:
     p = pipeline
-    p.ok("provision", "--config", CFG)
+    p.provision()
     p.ok("load", "--config", CFG, str(FIXTURE / "before.jsonl"))
     p.roles_until_idle()
-    p.broker.control("delete-topic", topic="amends-source")
-    p.broker.control("create-topic", topic="amends-source", partitions=1)
+    p.broker.delete_topic(p.source_topic)
+    p.broker.create_topic(p.source_topic, 1)
     p.ok("load", "--config", CFG, str(FIXTURE / "before.jsonl"), str(FIXTURE / "correction.jsonl"))
     r = p.run("role", "worker", "--config", CFG, "--until-idle")
     assert r.returncode == 1 and "IncarnationMismatch" in r.stderr
     r = p.verify()
-    assert r.returncode == 1 and "INCOMPLETE" in r.stdout and "marker" in r.stdout
+    assert r.returncode == 1 and "INCOMPLETE" in r.stdout
 
 
 def test_replay_of_a_consumed_interval_and_a_rebuild_into_a_fresh_namespace(pipeline: Pipeline) -> None:
     p = pipeline
-    p.ok("provision", "--config", CFG)
+    p.provision()
     for stage in STAGES:
         p.ok("load", "--config", CFG, str(FIXTURE / stage))
     p.roles_until_idle()
@@ -159,9 +162,10 @@ def test_replay_of_a_consumed_interval_and_a_rebuild_into_a_fresh_namespace(pipe
     assert "claimed epoch" in p.ok("replay", "--config", CFG, "--partition", "0", "--from", "1", "--until", "6", "--execute")
     assert p.verify().returncode == 0  # nothing changed
     assert p.run("replay", "--config", CFG, "--partition", "0", "--from", "0", "--until", "9").returncode == 1
-    p.broker.control("create-topic", topic="amends-output-rebuilt", partitions=1)
-    assert "dry run" in p.ok("rebuild", "--config", CFG, "--new-namespace", "core-demo-rebuilt", "--output-topic", "amends-output-rebuilt")
-    out = p.ok("rebuild", "--config", CFG, "--new-namespace", "core-demo-rebuilt", "--output-topic", "amends-output-rebuilt", "--execute", timeout=180)
+    rebuilt = p.output_topic + "-rebuilt"
+    p.broker.create_topic(rebuilt, 1)
+    assert "dry run" in p.ok("rebuild", "--config", CFG, "--new-namespace", "core-demo-rebuilt", "--output-topic", rebuilt)
+    out = p.ok("rebuild", "--config", CFG, "--new-namespace", "core-demo-rebuilt", "--output-topic", rebuilt, "--execute", timeout=180)
     assert "verification PASS" in out and "core-demo-rebuilt" in out
     assert p.verify().returncode == 0  # the original is untouched
 
