@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from confluent_kafka.admin import AdminClient
+
 from amends_core.ledger import Config
 from amends_pipeline.kafka import bootstrap_from_env
 from amends_pipeline.kafka.topics import Reader, Writer
@@ -48,3 +50,7 @@ class Runtime:
 
     def writer(self) -> Writer:
         return Writer(self.kafka())
+
+    def admin(self) -> AdminClient:
+        """An admin client for the cluster (topic creation and description)."""
+        return AdminClient({"bootstrap.servers": self.kafka(), "log_level": 3})

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import NewTopic
 
 from amends_core.errors import OperationError
-from amends_pipeline.kafka.topics import KafkaError, Reader
+from amends_pipeline.kafka.topics import KafkaError
 from amends_pipeline.manifest import Manifest, ManifestMissing, new_nonce, write_manifest, write_markers
 from amends_pipeline.runtime import Runtime
 
@@ -25,13 +25,13 @@ class Provisioned:
 
 def ensure_topic(rt: Runtime, topic: str, partitions: int) -> None:
     """The topic must exist with ``partitions`` partitions; create it where the cluster allows."""
-    with Reader(rt.kafka(), topic) as r:
+    with rt.reader(topic) as r:
         try:
             n = r.partitions(timeout=5.0)
         except KafkaError:
             n = None
     if n is None:
-        admin = AdminClient({"bootstrap.servers": rt.kafka(), "log_level": 3})
+        admin = rt.admin()
         fut = admin.create_topics([NewTopic(topic, partitions, 1)], request_timeout=10.0)[topic]
         try:
             fut.result(timeout=15.0)
