@@ -113,6 +113,7 @@ def _run(args: argparse.Namespace) -> int:
                 return 1
     finally:
         broker.stop()
+        _state_path(workdir).unlink(missing_ok=True)
     return 0
 
 

@@ -346,6 +346,14 @@ class RealBroker:
         )[topic]
         fut.result(timeout=30.0)
 
+    def topic_id(self, topic: str) -> str:
+        """The topic's ID as the broker reports it (changes when a topic is recreated)."""
+        from confluent_kafka import TopicCollection
+
+        admin = self.admin()
+        desc = admin.describe_topics(TopicCollection([topic]), request_timeout=15.0)[topic]
+        return str(desc.result(timeout=30.0).topic_id)
+
     def delete_topic(self, topic: str, wait: float = 30.0) -> None:
         """Delete a topic and wait until the broker no longer lists it."""
         admin = self.admin()
