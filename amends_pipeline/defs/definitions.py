@@ -1,13 +1,31 @@
-"""Dagster code location of amends.
+"""The Dagster code location of amends: one ``Definitions`` object, loaded by ``workspace.yaml``.
 
-Orchestration (per-partition refold assets, relay and view sensors, the
-blocking verification check and rebuild backfills) is built on top of the
-foundation's bounded "do one batch" functions in its own issue; until then
-this location loads and exposes no assets.
+It serves the namespace whose configuration ``AMENDS_CONFIG`` names (default:
+the worked example), with one static partition per source partition. See
+docs/operations.md, "Running under Dagster".
 """
 
 from __future__ import annotations
 
 import dagster as dg
 
-defs = dg.Definitions()
+from amends_pipeline.defs.assets import (
+    certified_balances,
+    oracle,
+    published_envelopes,
+    refold,
+    source_snapshot,
+    view,
+)
+from amends_pipeline.defs.checks import verification
+from amends_pipeline.defs.jobs import boundary_job, refold_job
+from amends_pipeline.defs.resources import resource_from_env
+from amends_pipeline.defs.sensors import boundary_sensor, relay_sensor, source_sensor, view_sensor
+
+defs = dg.Definitions(
+    assets=[source_snapshot, refold, published_envelopes, view, oracle, certified_balances],
+    asset_checks=[verification],
+    jobs=[refold_job, boundary_job],
+    sensors=[source_sensor, relay_sensor, view_sensor, boundary_sensor],
+    resources={"amends": resource_from_env()},
+)

@@ -1,0 +1,93 @@
+"""Assets: source snapshots, per-partition refold, relay and view, oracle, certified results.
+
+Each body is a few lines over ``amends_pipeline.ops``; the database frontiers
+and fencing are the truth, so a repeated or concurrent materialization is safe.
+"""
+
+
+import dagster as dg
+
+from amends_pipeline.defs import metadata
+from amends_pipeline.defs.partitions import SOURCE_PARTITIONS
+from amends_pipeline.defs.resources import AmendsResource
+from amends_pipeline.ops import certify, orchestration
+from amends_pipeline.postgres.reports import read_certified
+
+GROUP = "amends"
+
+
+@dg.asset(partitions_def=SOURCE_PARTITIONS, group_name=GROUP, kinds={"kafka"})
+def source_snapshot(context: dg.AssetExecutionContext, amends: AmendsResource) -> dg.MaterializeResult:
+    """The source partition as it stands: retained range, incarnation and the worker's lag."""
+    snap = orchestration.snapshot(amends.runtime(), [int(context.partition_key)])
+    return dg.MaterializeResult(metadata=metadata.partition_state(snap.partitions[0], snap))
+
+
+def _snapshot_end(context: dg.AssetExecutionContext) -> int | None:
+    """The source end recorded by this partition's latest source_snapshot (in this run, if any)."""
+    records = context.instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=source_snapshot.key, asset_partitions=[context.partition_key]),
+        limit=1,
+    ).records
+    if not records or records[0].asset_materialization is None:
+        return None
+    value = records[0].asset_materialization.metadata.get("source_high")
+    return int(value.value) if value is not None else None
+
+
+@dg.asset(partitions_def=SOURCE_PARTITIONS, group_name=GROUP, deps=[source_snapshot], kinds={"postgres"})
+def refold(context: dg.AssetExecutionContext, amends: AmendsResource) -> dg.MaterializeResult:
+    """Incremental processing from the database frontier to the snapshot's end, in fenced batches."""
+    summary = orchestration.refold(amends.runtime(), int(context.partition_key), until=_snapshot_end(context))
+    return dg.MaterializeResult(metadata=metadata.refold(summary))
+
+
+published_envelopes = dg.AssetSpec(
+    "published_envelopes",
+    deps=[refold],
+    partitions_def=SOURCE_PARTITIONS,
+    group_name=GROUP,
+    kinds={"kafka"},
+    description="Outbox rows published to the output topic; materialized by the relay sensor.",
+)
+
+view = dg.AssetSpec(
+    "view",
+    deps=[published_envelopes],
+    partitions_def=SOURCE_PARTITIONS,
+    group_name=GROUP,
+    kinds={"postgres"},
+    description="The version-aware materialized view; materialized by the view sensor.",
+)
+
+
+@dg.asset(group_name=GROUP, deps=[source_snapshot], kinds={"polars"})
+def oracle(amends: AmendsResource) -> dg.MaterializeResult:
+    """The independent Polars recomputation of the full source history."""
+    return dg.MaterializeResult(metadata=metadata.oracle(certify.run_oracle(amends.runtime())))
+
+
+VERIFICATION_KEY = dg.AssetCheckKey(oracle.key, "verification")
+
+
+@dg.asset(group_name=GROUP, deps=[oracle, view], kinds={"postgres"})
+def certified_balances(context: dg.AssetExecutionContext, amends: AmendsResource) -> dg.MaterializeResult:
+    """Balances and alerts vouched for by the latest accepted verification, as PostgreSQL tables."""
+    latest = context.instance.event_log_storage.get_latest_asset_check_execution_by_key([VERIFICATION_KEY])
+    md = _check_metadata(latest.get(VERIFICATION_KEY))
+    rt = amends.runtime()
+    boundary, status = str(md.get("boundary", "")), str(md.get("status", ""))
+    counts = certify.certify(rt, boundary, status, md.get("accepted") is True)
+    with rt.store("amends-certify") as store:
+        balances, alerts = read_certified(store)
+    alert_days = {(a[0], a[1], a[2]) for a in alerts}
+    preview = [(b[0], b[1], b[2], b[3], "yes" if (b[0], b[1], b[2]) in alert_days else "") for b in balances]
+    return dg.MaterializeResult(metadata=metadata.certified(counts, str(md["boundary"]), preview))
+
+
+def _check_metadata(record: object) -> dict[str, object]:
+    """The plain values of a check execution's metadata ({} when there is none)."""
+    event = getattr(record, "event", None)
+    evaluation = getattr(getattr(event, "dagster_event", None), "event_specific_data", None)
+    raw = getattr(evaluation, "metadata", None) or {}
+    return {k: getattr(v, "value", v) for k, v in raw.items()}

@@ -1,0 +1,28 @@
+"""Jobs: per-partition refold, and the boundary job (oracle, blocking verification, certified results).
+
+Both run their steps in one process: steps are short and the blocking check
+gates ``certified_balances`` only inside the same run.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from amends_pipeline.defs.assets import certified_balances, oracle, refold, source_snapshot
+
+PARTITION_TAG = "amends/partition"
+TARGET_TAG = "amends/target"
+
+refold_job = dg.define_asset_job(
+    "refold_job",
+    selection=dg.AssetSelection.assets(source_snapshot, refold),
+    executor_def=dg.in_process_executor,
+    description="Snapshot one source partition and refold it from the database frontier to that end.",
+)
+
+boundary_job = dg.define_asset_job(
+    "boundary_job",
+    selection=dg.AssetSelection.assets(oracle, certified_balances),
+    executor_def=dg.in_process_executor,
+    description="Oracle, the blocking verification check and, only when it passes, certified balances.",
+)

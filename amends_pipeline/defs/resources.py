@@ -1,0 +1,66 @@
+"""The one Dagster resource: where amends runs (configuration, PostgreSQL, Kafka).
+
+Values come from the environment through ``EnvVar`` (Dagster shows the
+variable's name, never its value), so no secret reaches run configuration or
+metadata. Kafka client settings beyond the bootstrap address (TLS, SASL) are
+read by the composition root from the environment, as for every command.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dagster as dg
+
+from amends_core.ledger import Config
+from amends_pipeline.commands._common import load_config
+from amends_pipeline.postgres.connection import DEFAULT_DSN, DEFAULT_SCHEMA
+from amends_pipeline.runtime import Runtime
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG_ENV = "AMENDS_CONFIG"
+DEFAULT_CONFIG = ROOT / "fixtures" / "worked-example" / "config.json"
+
+
+def config_path() -> str:
+    """The namespace configuration the code location serves (``AMENDS_CONFIG``)."""
+    return os.environ.get(CONFIG_ENV) or str(DEFAULT_CONFIG)
+
+
+def location_config() -> Config:
+    """The configuration read when the code location loads (its partition count shapes the assets)."""
+    return load_config(config_path())
+
+
+class AmendsResource(dg.ConfigurableResource):  # type: ignore[misc]
+    """Connects assets, checks and sensors to one amends namespace."""
+
+    config_path: str
+    """Path of the namespace configuration JSON."""
+    pg_dsn: str = DEFAULT_DSN
+    pg_schema: str = DEFAULT_SCHEMA
+    kafka_bootstrap: str = ""
+    expect_path: str = ""
+    """Optional expectations file: the exact rejections and conflicts PASS_WITH_EXCLUSIONS must list."""
+
+    def runtime(self) -> Runtime:
+        return Runtime(
+            load_config(self.config_path), dsn=self.pg_dsn, schema=self.pg_schema,
+            bootstrap=self.kafka_bootstrap or None,
+        )
+
+
+def _env_or(name: str, default: str) -> str | dg.EnvVar:
+    return dg.EnvVar(name) if os.environ.get(name) else default
+
+
+def resource_from_env() -> AmendsResource:
+    """The resource as the code location builds it: environment variables, else local defaults."""
+    return AmendsResource(
+        config_path=_env_or(CONFIG_ENV, str(DEFAULT_CONFIG)),
+        pg_dsn=_env_or("AMENDS_PG_DSN", DEFAULT_DSN),
+        pg_schema=_env_or("AMENDS_PG_SCHEMA", DEFAULT_SCHEMA),
+        kafka_bootstrap=_env_or("AMENDS_KAFKA_BOOTSTRAP", ""),
+        expect_path=_env_or("AMENDS_EXPECT", ""),
+    )

@@ -1,0 +1,108 @@
+"""Oracle, verification and certification at a complete boundary, for orchestration.
+
+A boundary is identified by the source and output ends of every partition
+(``Snapshot.boundary_key``). Verification is accepted only when the boundary
+was complete and did not move while it ran; certified balances and alerts are
+written only for the boundary that was verified, and only while the view still
+stands exactly there.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+from amends_core.ledger import Conflict
+from amends_core.oracle import compute as oracle_compute
+from amends_core.result import RejectionRef
+from amends_core.verify import Report
+from amends_pipeline.manifest import check_source
+from amends_pipeline.ops.orchestration import snapshot
+from amends_pipeline.ops.verify import read_source, verify_namespace
+from amends_pipeline.postgres.reports import CertifiedCounts, write_certified
+from amends_pipeline.runtime import Runtime
+
+
+class BoundaryMoved(Exception):
+    """The pipeline moved past the verified boundary before certification; nothing was certified."""
+
+
+@dataclass(frozen=True, slots=True)
+class OracleSummary:
+    boundary: str
+    records: int
+    keys: int
+    statuses: dict[str, int]
+    rejections: int
+    conflicts: int
+    seconds: float
+
+
+def run_oracle(rt: Runtime) -> OracleSummary:
+    """Recompute everything from the source topic's full history with the independent oracle."""
+    t0 = time.perf_counter()
+    snap = snapshot(rt)
+    with rt.store("amends-oracle") as store:
+        m = rt.manifest(store)
+    with rt.reader(m.source_topic) as reader:
+        wms = check_source(reader, m, {p: 0 for p in range(rt.cfg.partitions)})
+        records = read_source(reader, m, {p: wm.high for p, wm in wms.items()})
+    result = oracle_compute(rt.cfg, records)
+    statuses = Counter(p.status.value for p in result.result.keys)
+    return OracleSummary(
+        snap.boundary_key,
+        sum(len(v) for v in records.values()),
+        len(result.result.keys),
+        dict(sorted(statuses.items())),
+        len(result.rejections),
+        len(result.conflicts),
+        time.perf_counter() - t0,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Verification:
+    report: Report
+    boundary: str
+    """The boundary verified, or "" when it moved while verification ran."""
+    accepted: bool
+
+
+def verify_boundary(
+    rt: Runtime, expected: tuple[list[RejectionRef], list[Conflict]] | None = None
+) -> Verification:
+    """Verify the view against the oracle; accepted only at a boundary that held still."""
+    before = snapshot(rt)
+    report = verify_namespace(rt)
+    after = snapshot(rt)
+    held = before.boundary_key == after.boundary_key
+    rej, con = expected or ([], [])
+    accepted = held and report.accepts(rej, con)
+    return Verification(report, after.boundary_key if held else "", accepted)
+
+
+def certify(rt: Runtime, boundary: str, status: str, accepted: bool) -> CertifiedCounts:
+    """Write the view's balances and alerts as certified for a verified boundary.
+
+    ``boundary``, ``status`` and ``accepted`` come from the verification that
+    vouched for it (in Dagster: the latest ``verification`` check result).
+    Raises BoundaryMoved when that verification was not accepted or the
+    pipeline no longer stands exactly at the verified boundary.
+    """
+    if not accepted or not boundary:
+        msg = f"the latest verification was not accepted ({status}); nothing certified"
+        raise BoundaryMoved(msg)
+    with rt.store("amends-certify") as store, rt.view_store() as vstore:
+        now = snapshot(rt)
+        if now.boundary_key != boundary or not now.drained:
+            msg = (
+                f"the pipeline moved from the verified boundary {boundary} to {now.boundary_key};"
+                " verify again"
+            )
+            raise BoundaryMoved(msg)
+        projections = vstore.projections()
+        if snapshot(rt).boundary_key != boundary:
+            msg = "the view moved while certified rows were read; verify again"
+            raise BoundaryMoved(msg)
+        return write_certified(store, boundary, status, projections)
