@@ -11,25 +11,31 @@ from amends_pipeline.defs import metadata
 from amends_pipeline.defs.partitions import SOURCE_PARTITIONS
 from amends_pipeline.defs.resources import AmendsResource
 from amends_pipeline.ops import certify, orchestration
+from amends_pipeline.ops.tags import NAMESPACE_TAG
 from amends_pipeline.postgres.reports import read_certified
+from amends_pipeline.runtime import Runtime
 
 GROUP = "amends"
+
+
+def _runtime(context: dg.AssetExecutionContext, amends: AmendsResource) -> Runtime:
+    return amends.runtime(context.run.tags.get(NAMESPACE_TAG))
 
 
 @dg.asset(partitions_def=SOURCE_PARTITIONS, group_name=GROUP, kinds={"kafka"})
 def source_snapshot(context: dg.AssetExecutionContext, amends: AmendsResource) -> dg.MaterializeResult:
     """The source partition as it stands: retained range, incarnation and the worker's lag."""
-    snap = orchestration.snapshot(amends.runtime(), [int(context.partition_key)])
+    snap = orchestration.snapshot(_runtime(context, amends), [int(context.partition_key)])
     return dg.MaterializeResult(metadata=metadata.partition_state(snap.partitions[0], snap))
 
 
 def _snapshot_end(context: dg.AssetExecutionContext) -> int | None:
-    """The source end recorded by this partition's latest source_snapshot (in this run, if any)."""
+    """The source end recorded by this partition's source_snapshot in this run (None: the source end)."""
     records = context.instance.fetch_materializations(
         dg.AssetRecordsFilter(asset_key=source_snapshot.key, asset_partitions=[context.partition_key]),
         limit=1,
     ).records
-    if not records or records[0].asset_materialization is None:
+    if not records or records[0].run_id != context.run_id or records[0].asset_materialization is None:
         return None
     value = records[0].asset_materialization.metadata.get("source_high")
     return int(value.value) if value is not None else None
@@ -38,8 +44,9 @@ def _snapshot_end(context: dg.AssetExecutionContext) -> int | None:
 @dg.asset(partitions_def=SOURCE_PARTITIONS, group_name=GROUP, deps=[source_snapshot], kinds={"postgres"})
 def refold(context: dg.AssetExecutionContext, amends: AmendsResource) -> dg.MaterializeResult:
     """Incremental processing from the database frontier to the snapshot's end, in fenced batches."""
-    summary = orchestration.refold(amends.runtime(), int(context.partition_key), until=_snapshot_end(context))
-    return dg.MaterializeResult(metadata=metadata.refold(summary))
+    rt = _runtime(context, amends)
+    summary = orchestration.refold(rt, int(context.partition_key), until=_snapshot_end(context))
+    return dg.MaterializeResult(metadata={"namespace": rt.cfg.namespace, **metadata.refold(summary)})
 
 
 published_envelopes = dg.AssetSpec(

@@ -9,9 +9,9 @@ from __future__ import annotations
 import dagster as dg
 
 from amends_pipeline.defs.assets import certified_balances, oracle, refold, source_snapshot
+from amends_pipeline.ops.tags import PARTITION_TAG, TARGET_TAG
 
-PARTITION_TAG = "amends/partition"
-TARGET_TAG = "amends/target"
+__all__ = ["PARTITION_TAG", "TARGET_TAG", "boundary_job", "refold_job"]
 
 refold_job = dg.define_asset_job(
     "refold_job",

@@ -46,6 +46,7 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]], total: 
 
 def partition_state(s: PartitionState, snap: Snapshot) -> dict[str, Any]:
     return {
+        "namespace": snap.namespace,
         "source_topic": snap.source_topic,
         "incarnation": snap.incarnation,
         "source_low": s.source_low,

@@ -44,11 +44,16 @@ class AmendsResource(dg.ConfigurableResource):  # type: ignore[misc]
     expect_path: str = ""
     """Optional expectations file: the exact rejections and conflicts PASS_WITH_EXCLUSIONS must list."""
 
-    def runtime(self) -> Runtime:
-        return Runtime(
-            load_config(self.config_path), dsn=self.pg_dsn, schema=self.pg_schema,
-            bootstrap=self.kafka_bootstrap or None,
-        )
+    def runtime(self, namespace: str | None = None) -> Runtime:
+        """The composition root for the served namespace, or for ``namespace`` (a rebuild of it).
+
+        A rebuild namespace shares the configuration except its name, and was
+        provisioned (bound to its own output topic) by ``amends rebuild``.
+        """
+        cfg = load_config(self.config_path)
+        if namespace and namespace != cfg.namespace:
+            cfg = cfg.with_namespace(namespace)
+        return Runtime(cfg, dsn=self.pg_dsn, schema=self.pg_schema, bootstrap=self.kafka_bootstrap or None)
 
 
 def _env_or(name: str, default: str) -> str | dg.EnvVar:
