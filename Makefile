@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-16)
 
 
-.PHONY: setup venv postgres kafka demo test test-unit lint bench fuzz-nightly sim-nightly clean
+.PHONY: setup venv postgres kafka dagster demo test test-unit lint bench fuzz-nightly sim-nightly clean
 
 setup: venv postgres kafka
 
@@ -24,6 +24,10 @@ postgres:
 # The real Apache Kafka broker's jars, fetched once with mvn into var/kafka/ (git-ignored).
 kafka: venv
 	$(VENV)/bin/amends kafka fetch
+
+# The Dagster daemon and webserver on this checkout's dagster_home/ (needs AMENDS_KAFKA_BOOTSTRAP).
+dagster: setup
+	bash scripts/dagster.sh
 
 demo: venv
 	$(VENV)/bin/amends demo
