@@ -92,7 +92,7 @@ def rebuild(
     if not execute:
         return RebuildPlan(new_namespace, output_topic, m.source_topic, False, None)
     nrt = Runtime(new_cfg, dsn=rt.dsn, schema=rt.schema, bootstrap=rt.kafka())
-    ensure_topic(nrt, output_topic, new_cfg.partitions)
+    ensure_topic(nrt, output_topic, new_cfg.partitions, output=True)
     with nrt.store("amends-rebuild") as nstore:
         try:
             existing = nrt.manifest(nstore)

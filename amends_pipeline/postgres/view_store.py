@@ -12,11 +12,21 @@ apply the identical rule. An equal version with different content records the
 diagnostic, stops the output partition and leaves its frontier before the
 offending offset; a stopped partition refuses everything until an operator
 intervenes.
+
+A batch may name the range it covers (``start``, ``end``): it is applied only
+if the frontier is still ``start`` (a rebuild or another applier may have moved
+it since the batch was read), and the frontier then moves to ``end`` even when
+the last offsets of the range hold no record (compaction leaves gaps).
+``rebuild`` is the operator's reset: it moves a partition's frontier back to
+the start of the retained output log and clears its stop diagnostic, keeping
+the rows (so re-application can only move each row forward) unless told to
+discard them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from amends_core import wire
@@ -36,6 +46,18 @@ ON CONFLICT (ns_id, output_id) DO UPDATE
 SET partition = excluded.partition, version = excluded.version, present = excluded.present,
     envelope = excluded.envelope, applied_offset = excluded.applied_offset
 """
+
+
+@dataclass(frozen=True, slots=True)
+class ViewRebuilt:
+    """What ``PgViewStore.rebuild`` changed on one output partition."""
+
+    partition: int
+    frontier_before: int
+    frontier: int
+    """The new frontier: the start of the retained output log."""
+    stopped_before: str | None
+    rows_discarded: int
 
 
 class PgViewStore:
@@ -129,22 +151,43 @@ class PgViewStore:
 
     # ------------------------------------------------------------ application
 
-    def apply(self, partition: int, records: Iterable[tuple[int, bytes]]) -> list[ViewDecision]:
+    def apply(
+        self,
+        partition: int,
+        records: Iterable[tuple[int, bytes]],
+        *,
+        start: int | None = None,
+        end: int | None = None,
+    ) -> list[ViewDecision]:
         """Apply output records (offset, raw envelope bytes) in offset order, in one transaction.
 
         Returns one decision per record. Records below the frontier are
         ALREADY_APPLIED; after a PROTOCOL_ERROR every later record is STOPPED.
+        With ``start``, the records are every record of [start, end) as read
+        from the output log: when the frontier is no longer ``start`` nothing
+        is applied and the result is empty (re-read the frontier); otherwise,
+        unless the partition stopped, the frontier moves to ``end``.
         A lost commit reply raises CommitUnknown: re-read ``frontier``.
         """
         self._check_partition(partition)
         recs = list(records)
+        if (start is None) != (end is None):
+            msg = "apply takes both start and end of the range read, or neither"
+            raise StoreError(msg)
+        if start is not None and end is not None and (
+            end < start or any(not start <= off < end for off, _ in recs)
+        ):
+            msg = f"records of output partition {partition} lie outside [{start}, {end})"
+            raise StoreError(msg)
         try:
-            return self._apply(partition, recs)
+            return self._apply(partition, recs, start, end)
         except CommitUnknown as e:
             e.partition = partition
             raise
 
-    def _apply(self, partition: int, recs: list[tuple[int, bytes]]) -> list[ViewDecision]:
+    def _apply(
+        self, partition: int, recs: list[tuple[int, bytes]], expect: int | None, end: int | None
+    ) -> list[ViewDecision]:
         label = self._label(f"applying output partition {partition}")
         with self.db.transaction(label) as conn:
             row = conn.execute(
@@ -154,6 +197,8 @@ class PgViewStore:
             ).fetchone()
             assert row is not None
             start, stopped = row
+            if expect is not None and start != expect:
+                return []  # read before the frontier moved (a rebuild, another applier)
             inputs: list[bytes | Envelope] = []
             ids: set[str] = set()
             for _, raw in recs:
@@ -189,6 +234,9 @@ class PgViewStore:
                     stop = (off, raw)
             if stored:
                 self._write_rows(conn, partition, vs, stored)
+            if end is not None and partition not in vs.stopped:
+                # every record of [start, end) was seen: a gap at the end is no reason to re-read
+                vs.frontiers[partition] = max(vs.frontier(partition), end)
             if vs.frontier(partition) != start or stop is not None:
                 conn.execute(
                     "UPDATE view_progress SET next_offset = %s, stopped = %s,"
@@ -204,6 +252,39 @@ class PgViewStore:
                     ),
                 )
         return decisions
+
+    def rebuild(self, partition: int, log_start: int, *, discard_rows: bool = False) -> ViewRebuilt:
+        """Move a partition's frontier back to ``log_start`` and clear its stop diagnostic.
+
+        Rows (values and deletion versions) stay unless ``discard_rows``: the
+        version rule then lets re-application only move each row forward.
+        Batches read before the reset are refused by ``apply(start=...)``.
+        """
+        self._check_partition(partition)
+        if log_start < 0:
+            msg = f"log start {log_start} of output partition {partition} is negative"
+            raise StoreError(msg)
+        with self.db.transaction(self._label(f"rebuilding output partition {partition}")) as conn:
+            row = conn.execute(
+                "SELECT next_offset, stopped FROM view_progress"
+                " WHERE ns_id = %s AND partition = %s FOR UPDATE",
+                (self.ns_id, partition),
+            ).fetchone()
+            assert row is not None
+            discarded = 0
+            if discard_rows:
+                cur = conn.execute(
+                    "DELETE FROM view_rows WHERE ns_id = %s AND partition = %s",
+                    (self.ns_id, partition),
+                )
+                discarded = cur.rowcount
+            conn.execute(
+                "UPDATE view_progress SET next_offset = %s, stopped = NULL,"
+                " stopped_offset = NULL, stopped_envelope = NULL"
+                " WHERE ns_id = %s AND partition = %s",
+                (log_start, self.ns_id, partition),
+            )
+        return ViewRebuilt(partition, row[0], log_start, row[1], discarded)
 
     def _write_rows(
         self,
@@ -283,4 +364,4 @@ class PgViewStore:
             ]
 
 
-__all__ = ["PgViewStore"]
+__all__ = ["PgViewStore", "ViewRebuilt"]

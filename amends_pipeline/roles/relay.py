@@ -8,16 +8,26 @@ version and content), so a lost delivery report can only duplicate a message
 in the output log, which the view recognises; it can never skip or reorder
 intent. One relay per source partition is enforced with a PostgreSQL
 session advisory lock.
+
+Every message is keyed by the envelope's encoded output ID, the identity the
+view's version rule works on: the output topic is log-compacted, so the log
+keeps the latest envelope of every output ID (withdrawals included, as
+envelopes with ``present: false``; never Kafka null-value tombstones) and a
+view can rebuild itself from offset 0.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from dataclasses import dataclass
 from typing import Any
 
+from amends_core import wire
 from amends_core.errors import OperationError
+from amends_core.ledger import Family, OutputID, StockKey
+from amends_core.timefmt import parse_day
 from amends_pipeline.kafka.topics import Writer
 from amends_pipeline.postgres.connection import open_connection
 from amends_pipeline.postgres.store import PgStore
@@ -35,6 +45,30 @@ class RelayResult:
     acknowledged: int
     pending_after: int
     seconds: float
+
+
+def output_key(envelope: bytes) -> bytes:
+    """The Kafka message key of an envelope: its output ID, encoded as ``OutputID.encoded``.
+
+    A plain JSON parse instead of the strict decoder (about five times cheaper
+    per row); bytes the fast path cannot read go through the strict decoder,
+    whose message says what is wrong.
+    """
+    try:
+        oid = json.loads(envelope)["output_id"]
+        sk = oid["stock_key"]
+        day = oid["day"]
+        ident = OutputID(
+            oid["namespace"], Family(oid["family"]), StockKey(sk["item"], sk["location"]),
+            None if day is None else parse_day(day),
+        )
+    except (ValueError, KeyError, TypeError):
+        dec = wire.decode_envelope(envelope)
+        if isinstance(dec, wire.DecodeError):
+            msg = f"not a valid envelope ({dec.message}), so it has no output ID to key it by"
+            raise OperationError(msg) from None
+        ident = dec.output_id
+    return ident.encoded.encode("utf-8")
 
 
 def _lock_id(namespace: str, partition: int) -> int:
@@ -87,7 +121,12 @@ class RelayPartition:
             return cb
 
         for r in rows:
-            self.writer.produce_raw(self.topic, p, r.envelope, None, report(r.sequence))
+            try:
+                key = output_key(r.envelope)
+            except OperationError as e:
+                msg = f"outbox row {r.sequence} of partition {p} is {e}"
+                raise OperationError(msg) from None
+            self.writer.produce_raw(self.topic, p, r.envelope, key, report(r.sequence))
         self.writer.flush_quietly()
         receipts: list[tuple[int, int | None]] = []
         for r in rows:  # acknowledge only the consecutive delivered prefix

@@ -163,7 +163,7 @@ def test_replay_of_a_consumed_interval_and_a_rebuild_into_a_fresh_namespace(pipe
     assert p.verify().returncode == 0  # nothing changed
     assert p.run("replay", "--config", CFG, "--partition", "0", "--from", "0", "--until", "9").returncode == 1
     rebuilt = p.output_topic + "-rebuilt"
-    p.broker.create_topic(rebuilt, 1)
+    p.broker.create_topic(rebuilt, 1, {"cleanup.policy": "compact"})  # or let rebuild create it
     assert "dry run" in p.ok("rebuild", "--config", CFG, "--new-namespace", "core-demo-rebuilt", "--output-topic", rebuilt)
     out = p.ok("rebuild", "--config", CFG, "--new-namespace", "core-demo-rebuilt", "--output-topic", rebuilt, "--execute", timeout=180)
     assert "verification PASS" in out and "core-demo-rebuilt" in out
