@@ -15,10 +15,12 @@ import importlib
 import os
 import pkgutil
 import sys
+import traceback
 from collections.abc import Sequence
 
 from amends_pipeline import commands
 from amends_pipeline.errors import ComputeError, UsageError
+from amends_pipeline.redaction import redact
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,18 +44,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.func(args)
     except UsageError as e:
-        print(f"amends {args.command}: {e}", file=sys.stderr)
+        print(redact(f"amends {args.command}: {e}"), file=sys.stderr)
         return 2
     except ComputeError as e:
-        print(f"amends {args.command}: {e}", file=sys.stderr)
+        print(redact(f"amends {args.command}: {e}"), file=sys.stderr)
         return 3
     except KeyboardInterrupt:
         print(f"amends {args.command}: interrupted", file=sys.stderr)
         return 130
     except Exception as e:  # a defect: say so in one line; AMENDS_DEBUG=1 shows the traceback
         if os.environ.get("AMENDS_DEBUG"):
-            raise
-        print(f"amends {args.command}: internal error: {type(e).__name__}: {e}", file=sys.stderr)
+            print(redact(traceback.format_exc()), file=sys.stderr, end="")
+        text = " ".join(f"{type(e).__name__}: {e}".split())
+        print(redact(f"amends {args.command}: internal error: {text}"), file=sys.stderr)
         return 70
     return code
 

@@ -11,6 +11,7 @@ from amends_core import wire
 from amends_core.ledger import Config, ConfigError, Record
 from amends_core.records import RecordsError, order_records, parse_records
 from amends_pipeline.errors import UsageError
+from amends_pipeline.redaction import redact
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = REPO_ROOT / "fixtures"
@@ -45,7 +46,8 @@ def load_records(cfg: Config, paths: list[str]) -> dict[int, list[Record]]:
 def operational(fn: Callable[..., int]) -> Callable[..., int]:
     """Turn operation errors (store, Kafka, fencing, retention) into one line and exit 1.
 
-    Unreachable services and missing set-up are environment problems: exit 2.
+    Unreachable services, refused credentials and missing set-up are environment
+    problems: exit 2. Every line is redacted (no password or other secret).
     """
 
     @functools.wraps(fn)
@@ -58,9 +60,9 @@ def operational(fn: Callable[..., int]) -> Callable[..., int]:
         try:
             return fn(*args, **kwargs)
         except (StoreUnavailable, KafkaUnavailable, SchemaError, ManifestMissing) as e:
-            raise UsageError(str(e)) from None
+            raise UsageError(redact(e)) from None
         except (OperationError, StoreError, KafkaError) as e:
-            print(f"amends: {type(e).__name__}: {e}", file=sys.stderr)
+            print(redact(f"amends: {type(e).__name__}: {e}"), file=sys.stderr)
             return 1
 
     return wrapper

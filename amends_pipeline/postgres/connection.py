@@ -26,6 +26,7 @@ from amends_pipeline.postgres.errors import (
     one_line,
     translate,
 )
+from amends_pipeline.redaction import remember_dsn
 
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/amends"
 DEFAULT_SCHEMA = "amends"
@@ -63,7 +64,13 @@ def open_connection(
     application_name: str = "amends",
     idle_in_transaction_timeout_s: int | None = None,
 ) -> psycopg.Connection[Any]:
-    """A new autocommit session whose search_path is ``schema``; StoreUnavailable on failure."""
+    """A new autocommit session whose search_path is ``schema``; StoreUnavailable on failure.
+
+    A failure to connect is reported without the driver's exception attached:
+    libpq may quote the connection string, password included, in its text.
+    The message carries the (redacted) reason instead.
+    """
+    remember_dsn(conninfo)
     where = describe(conninfo)
     try:
         conn = psycopg.connect(
@@ -74,10 +81,10 @@ def open_connection(
         )
     except psycopg.ProgrammingError as e:  # malformed DSN
         msg = f"{where}: invalid connection string ({one_line(e)})"
-        raise StoreUnavailable(msg) from e
+        raise StoreUnavailable(msg) from None
     except psycopg.Error as e:
         msg = f"{where}: cannot connect: {one_line(e)}"
-        raise StoreUnavailable(msg) from e
+        raise StoreUnavailable(msg) from None
     try:
         if schema is not None:
             conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))

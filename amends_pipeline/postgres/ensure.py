@@ -5,7 +5,8 @@ and by the test suite, which creates a fresh database for every run and drops
 it at the end, so the create path is exercised by every CI run.
 
 Messages never contain a password: they name the server as ``host:port/db``
-and the user, nothing else from the DSN.
+and the user, nothing else from the DSN, and driver texts pass through
+``amends_pipeline.redaction`` (libpq may quote a malformed DSN whole).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from amends_pipeline.postgres.errors import StoreUnavailable, one_line
+from amends_pipeline.redaction import remember_dsn
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,10 +37,15 @@ class Target:
 
 
 def target(dsn: str) -> Target:
+    """Where a DSN points (no credentials); its secrets are remembered for redaction."""
+    remember_dsn(dsn)
     try:
         d = conninfo_to_dict(dsn)
-    except psycopg.Error:
-        msg = "AMENDS_PG_DSN is not a valid PostgreSQL connection string (URI or key=value)"
+    except psycopg.Error as e:
+        msg = (
+            "AMENDS_PG_DSN is not a valid PostgreSQL connection string (URI or key=value):"
+            f" {one_line(e)}"
+        )
         raise StoreUnavailable(msg) from None
     host = str(d.get("host") or d.get("hostaddr") or os.environ.get("PGHOST") or "localhost")
     port = str(d.get("port") or os.environ.get("PGPORT") or "5432")
@@ -95,14 +102,7 @@ def _explain(e: psycopg.Error, t: Target) -> str:
             f"user {t.user!r} may not create database {t.dbname!r} at {t.host}:{t.port}:"
             " create it yourself or grant CREATEDB"
         )
-    return f"PostgreSQL at {t.host}:{t.port}/{t.dbname}: {_strip_secrets(text)}"
-
-
-def _strip_secrets(text: str) -> str:
-    """libpq quotes a malformed DSN whole; never let a password through."""
-    if "password" in text.lower() or "://" in text:
-        return "the connection string was refused (details withheld: they may contain a password)"
-    return text
+    return f"PostgreSQL at {t.host}:{t.port}/{t.dbname}: {text}"
 
 
 def _connect(dsn: str) -> psycopg.Connection[object]:
@@ -192,6 +192,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--with-dagster", action="store_true")
     args = parser.parse_args(argv)
     dsn = dsn_from_env()
+    try:
+        target(dsn)  # a DSN that does not parse ends here, in one redacted line
+    except StoreUnavailable as e:
+        print(f"ensure-postgres: {e}", file=sys.stderr)
+        return 1
     wanted = [dsn]
     if args.with_dagster:
         wanted.append(with_dbname(dsn, os.environ.get(DAGSTER_DB_ENV) or DEFAULT_DAGSTER_DB))

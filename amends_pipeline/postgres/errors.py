@@ -15,6 +15,7 @@ import psycopg
 from psycopg import errors as pgerr
 
 from amends_core.errors import FenceError, OperationError
+from amends_pipeline.redaction import redact
 
 
 class StoreError(Exception):
@@ -86,8 +87,8 @@ class BatchAborted(OperationError):
 
 
 def one_line(text: object) -> str:
-    """Collapse whitespace so a driver message fits one line."""
-    return " ".join(str(text).split())
+    """A driver message on one line, with every secret redacted (see ``amends_pipeline.redaction``)."""
+    return redact(" ".join(redact(text).split()))
 
 
 def primary_message(e: BaseException) -> str:
