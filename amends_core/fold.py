@@ -43,6 +43,8 @@ def validate(cfg: Config, record: Record) -> Transaction | Rejection:
     def reject(reason: RejectReason, detail: str) -> Rejection:
         return Rejection(record, reason, detail)
 
+    if record.reserved_header:
+        return reject(RejectReason.RESERVED_HEADER, "carries the reserved amends-marker header")
     txn = wire.decode_transaction(record.value)
     if isinstance(txn, wire.DecodeError):
         return reject(RejectReason.MALFORMED, txn.message)

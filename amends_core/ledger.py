@@ -112,11 +112,15 @@ class Record:
     key: bytes | None
     """Raw transport key bytes; None when the message carried no key."""
     coords: Coordinates
+    reserved_header: bool = False
+    """The message carried the header reserved for the pipeline's own source marker
+    without being the marker its namespace recorded; it is rejected (RESERVED_HEADER)."""
 
 
 class RejectReason(enum.StrEnum):
     """Rejection codes, listed in the order in which they are evaluated."""
 
+    RESERVED_HEADER = "RESERVED_HEADER"
     MALFORMED = "MALFORMED"
     IDENTITY = "IDENTITY"
     REVISION = "REVISION"

@@ -91,6 +91,8 @@ class Source:
     keys: list[bytes | None]
     partition: pl.Series
     """Source partition of every record (Int64)."""
+    reserved: tuple[int, ...] = ()
+    """Indexes of the records that carried the reserved marker header."""
 
 
 def gather(cfg: Config, by_partition: Mapping[int, Sequence[Record]]) -> Source:
@@ -105,6 +107,7 @@ def gather(cfg: Config, by_partition: Mapping[int, Sequence[Record]]) -> Source:
     values: list[bytes] = []
     keys: list[bytes | None] = []
     partition: list[pl.Series] = []
+    reserved: list[int] = []
     for p in by_partition:
         if type(p) is not int or not 0 <= p < cfg.partitions:
             msg = f"partition {p!r} is outside 0..{cfg.partitions - 1}"
@@ -125,6 +128,8 @@ def gather(cfg: Config, by_partition: Mapping[int, Sequence[Record]]) -> Source:
             if c.partition != p:
                 msg = f"records listed under partition {p} carry partition {c.partition}"
                 raise OracleInputError(msg)
+            if r.reserved_header:
+                reserved.append(len(values))
             add_value(r.value)
             add_key(r.key)
             add_offset(c.offset)
@@ -143,7 +148,7 @@ def gather(cfg: Config, by_partition: Mapping[int, Sequence[Record]]) -> Source:
         records.extend(recs)
         partition.append(pl.repeat(p, len(recs), dtype=pl.Int64, eager=True))
     column = pl.concat(partition) if partition else pl.Series([], dtype=pl.Int64)
-    return Source(records, values, keys, column.alias("partition"))
+    return Source(records, values, keys, column.alias("partition"), tuple(reserved))
 
 
 # ---------------------------------------------------------------- frames
@@ -167,9 +172,11 @@ def _key_table(cfg: Config) -> tuple[list[StockKey], pl.DataFrame]:
 def _source_frame(src: Source) -> pl.DataFrame:
     values = pl.Series("value", src.values, dtype=pl.Binary)
     keys = pl.Series("key", src.keys, dtype=pl.Binary)
-    meta = pl.DataFrame(
-        [pl.int_range(len(src.records), dtype=pl.Int64, eager=True).alias("i"), src.partition]
-    )
+    n = len(src.records)
+    reserved = pl.repeat(False, n, dtype=pl.Boolean, eager=True).alias("reserved")
+    if src.reserved:
+        reserved = reserved.scatter(list(src.reserved), True)
+    meta = pl.DataFrame([pl.int_range(n, dtype=pl.Int64, eager=True).alias("i"), src.partition, reserved])
     return pl.concat([meta, decode_values(values), decode_keys(keys)], how="horizontal")
 
 
@@ -183,7 +190,9 @@ def _reason(cfg: Config) -> pl.Expr:
     )
     key_differs = c("tk_item").is_null() | (c("tk_item") != c("item")) | (c("tk_location") != c("location"))
     chain = (
-        pl.when(c("error").is_not_null())
+        pl.when(c("reserved"))
+        .then(pl.lit(RejectReason.RESERVED_HEADER.value))
+        .when(c("error").is_not_null())
         .then(pl.lit(RejectReason.MALFORMED.value))
         .when((c("txn_id") == "") | (c("item") == "") | (c("location") == ""))
         .then(pl.lit(RejectReason.IDENTITY.value))
@@ -208,6 +217,8 @@ def _reason(cfg: Config) -> pl.Expr:
 def _detail(row: dict[str, object]) -> str:
     """One readable line for a rejection (informational; never compared)."""
     reason = RejectReason(str(row["reason"]))
+    if reason is RejectReason.RESERVED_HEADER:
+        return "the message carries the amends-marker header but is not the recorded marker"
     if reason is RejectReason.MALFORMED:
         return str(row["error"])
     if reason is RejectReason.IDENTITY:
