@@ -30,6 +30,8 @@ from confluent_kafka import (
 from confluent_kafka import KafkaError as _DriverError
 
 from amends_core.ledger import Coordinates, Record
+from amends_pipeline.kafka.settings import KafkaRefused, merge, recent_refusal
+from amends_pipeline.redaction import redact
 
 MARKER_HEADER = "amends-marker"
 DEFAULT_SOURCE_TOPIC = "amends-source"
@@ -57,10 +59,14 @@ def consumer_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
         "socket.timeout.ms": 10_000,
         "session.timeout.ms": 10_000,
         "allow.auto.create.topics": False,
+        "isolation.level": "read_committed",  # never an aborted upstream transaction's records
         "log_level": 4,  # warnings and worse; connection teardown chatter is informational
     }
-    cfg.update(extra)
-    return cfg
+    fixed = (
+        "enable.auto.commit", "enable.auto.offset.store", "auto.offset.reset",
+        "enable.partition.eof", "allow.auto.create.topics", "isolation.level",
+    )
+    return merge(cfg, extra, fixed)
 
 
 def producer_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
@@ -74,8 +80,7 @@ def producer_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
         "allow.auto.create.topics": False,
         "log_level": 4,
     }
-    cfg.update(extra)
-    return cfg
+    return merge(cfg, extra, ("enable.idempotence", "acks", "allow.auto.create.topics"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,17 +127,27 @@ def is_marker(headers: list[tuple[str, bytes]] | None) -> bool:
     return any(k == MARKER_HEADER for k, _ in headers or [])
 
 
-def _raise_from(what: str, e: KafkaException) -> KafkaError:
+def _raise_from(what: str, e: KafkaException) -> Exception:
+    """Our exception for a driver error: redacted, and a refusal (credentials, TLS) is not transient."""
     err = e.args[0] if e.args else None
     if isinstance(err, _DriverError):
-        text = f"{what}: {err.name()}: {err.str()}"
+        text = redact(f"{what}: {err.name()}: {err.str()}")
         unavailable = (
             _DriverError._TRANSPORT, _DriverError._ALL_BROKERS_DOWN, _DriverError._TIMED_OUT,
         )
         if err.code() in unavailable:
+            refusal = recent_refusal()
+            if refusal is not None:
+                return KafkaRefused(redact(f"{what}: Kafka refused the connection: {refusal}"))
             return KafkaUnavailable(text)
+        if err.code() in (
+            _DriverError._AUTHENTICATION, _DriverError._SSL, _DriverError.SASL_AUTHENTICATION_FAILED,
+            _DriverError.TOPIC_AUTHORIZATION_FAILED, _DriverError.CLUSTER_AUTHORIZATION_FAILED,
+            _DriverError.GROUP_AUTHORIZATION_FAILED, _DriverError._INVALID_ARG,
+        ):
+            return KafkaRefused(text)
         return KafkaError(text)
-    return KafkaError(f"{what}: {e}")
+    return KafkaError(redact(f"{what}: {e}"))
 
 
 class Reader:

@@ -75,6 +75,10 @@ from amends_pipeline.postgres.errors import (
 
 # ---------------------------------------------------------------- values
 
+_RESERVED = RejectReason.RESERVED_HEADER.value
+"""Quarantine rows of this reason came from messages carrying the reserved marker header."""
+
+
 
 @dataclass(frozen=True, slots=True)
 class BatchResult:
@@ -507,16 +511,31 @@ class PgStore:
         """Open a fenced processing transaction (partition row locked, guard checked)."""
         return ProcessingTx(self, token, expected_next)
 
-    def process(self, token: Token, expected_next: int, records: Iterable[Record]) -> BatchResult:
+    def process(
+        self,
+        token: Token,
+        expected_next: int,
+        records: Iterable[Record],
+        until: int | None = None,
+    ) -> BatchResult:
         """Process a batch in one fenced transaction; all of it commits or none of it.
 
+        ``until`` is the exclusive end of the source range the batch was read
+        from: the frontier moves there even when the range's last offsets (or
+        all of them) delivered nothing, as transaction control records, aborted
+        transactional records and compaction gaps do. Without it the frontier
+        moves to the last record's offset + 1.
+
         Raises FenceError (replaced owner, other configuration), FrontierMismatch,
-        SourceMismatch (coordinates), BatchAborted (a record hit an operation error
-        such as CloseOutOfRange; nothing committed), StoreUnavailable (nothing
-        committed) or CommitUnknown (resolve with ``resolve_unknown``).
+        SourceMismatch (coordinates, or ``until`` below a record), BatchAborted (a
+        record hit an operation error such as CloseOutOfRange; nothing committed),
+        StoreUnavailable (nothing committed) or CommitUnknown (resolve with
+        ``resolve_unknown``).
         """
         with self.begin(token, expected_next) as tx:
             tx.apply(records)
+            if until is not None:
+                tx.advance_to(until)
             return tx.commit()
 
     def resolve_unknown(self, unknown: CommitUnknown) -> bool:
@@ -761,8 +780,11 @@ class PgStore:
                 for p, s, e, a, op, oo in conn.execute(q, (ns,)):
                     boxes[p].append(OutboxEntry(p, s, bytes(e), a, op, oo))
             rejections = tuple(
-                Rejection(Record(bytes(v), None if k is None else bytes(k), Coordinates(s, p, o)),
-                          RejectReason(r), d)
+                Rejection(
+                    Record(bytes(v), None if k is None else bytes(k), Coordinates(s, p, o),
+                           r == _RESERVED),
+                    RejectReason(r), d,
+                )
                 for p, o, s, v, k, r, d in conn.execute(
                     "SELECT partition, src_offset, source, raw_value, raw_key, reason, detail"
                     " FROM quarantine WHERE ns_id = %s ORDER BY partition, src_offset",
@@ -841,6 +863,24 @@ class PgStore:
         self._check_replay_all(recs)
         return self.claim(partition)
 
+    def consumed_offsets(self, partition: int, below: int) -> list[int]:
+        """Offsets below ``below`` that the partition applied or quarantined, ascending.
+
+        Verification compares them with what the source still holds: a consumed
+        record that retention or compaction removed is history the oracle can no
+        longer see.
+        """
+        self._check_partition(partition)
+        with self.db.transaction(self._label("reading consumed offsets"), snapshot=True) as conn:
+            rows = conn.execute(
+                "SELECT o.src_offset FROM observations o JOIN stock_keys k ON k.key_id = o.key_id"
+                " WHERE k.ns_id = %s AND k.partition = %s AND o.src_offset < %s"
+                " UNION ALL SELECT src_offset FROM quarantine"
+                " WHERE ns_id = %s AND partition = %s AND src_offset < %s ORDER BY 1",
+                (self.ns_id, partition, below, self.ns_id, partition, below),
+            ).fetchall()
+        return [r[0] for r in rows]
+
     def _check_replay_all(self, records: Sequence[Record]) -> None:
         cache = _KeyCache(None)
         with self.db.transaction(self._label("checking a replay"), snapshot=True) as conn:
@@ -880,6 +920,7 @@ class PgStore:
                                 bytes(row[1]),
                                 None if row[2] is None else bytes(row[2]),
                                 Coordinates(row[0], c.partition, c.offset),
+                                row[3] == _RESERVED,
                             ),
                             RejectReason(row[3]),
                         )
@@ -990,6 +1031,22 @@ class ProcessingTx:
 
     def rollback(self) -> None:
         self._abort()
+
+    def advance_to(self, until: int) -> None:
+        """Move the frontier to ``until``: the source range below it was read completely.
+
+        Offsets that delivered no record (transaction control records, aborted
+        transactional records, compaction gaps, the recorded marker) are passed
+        over this way; the commit is fenced like any batch, with or without records.
+        """
+        if not self._open:
+            msg = "the processing transaction is no longer open"
+            raise StoreError(msg)
+        if until < self.next:
+            self._abort()
+            msg = f"cannot move partition {self.partition}'s frontier back from {self.next} to {until}"
+            raise SourceMismatch(msg)
+        self.next = until
 
     # ---------------------------------------------------------- work
 
