@@ -16,11 +16,13 @@ from confluent_kafka.admin import AdminClient
 from amends_core.ledger import Config
 from amends_pipeline.errors import UsageError
 from amends_pipeline.kafka import bootstrap_from_env
+from amends_pipeline.kafka.settings import KafkaSettings, preflight
 from amends_pipeline.kafka.topics import Reader, Writer
 from amends_pipeline.manifest import Manifest, read_manifest
 from amends_pipeline.postgres.connection import DEFAULT_SCHEMA, dsn_from_env
 from amends_pipeline.postgres.store import PgStore
 from amends_pipeline.postgres.view_store import PgViewStore
+from amends_pipeline.redaction import remember_dsn
 
 REPLICATION_FACTOR_ENV = "AMENDS_KAFKA_REPLICATION_FACTOR"
 MIN_INSYNC_REPLICAS_ENV = "AMENDS_KAFKA_MIN_INSYNC_REPLICAS"
@@ -62,17 +64,37 @@ def topic_settings_from_env(environ: Mapping[str, str] | None = None) -> TopicSe
 @dataclass
 class Runtime:
     cfg: Config
-    dsn: str = field(default_factory=dsn_from_env)
+    dsn: str = field(default_factory=dsn_from_env, repr=False)
+    """PostgreSQL connection string; may hold a password, so it is never in ``repr``."""
     schema: str = field(default_factory=lambda: os.environ.get("AMENDS_PG_SCHEMA") or DEFAULT_SCHEMA)
     bootstrap: str | None = None
     migrate: bool = True
     topics: TopicSettings | None = None
     """Topic settings for provisioning; read from the environment on first use."""
+    kafka_client: KafkaSettings | None = field(default=None, repr=False)
+    """Kafka client settings (TLS, SASL, ...); from the environment on first use."""
+    _kafka_checked: bool = field(default=False, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        remember_dsn(self.dsn)
 
     def kafka(self) -> str:
         if self.bootstrap is None:
             self.bootstrap = bootstrap_from_env()
         return self.bootstrap
+
+    def kafka_settings(self) -> KafkaSettings:
+        """The settings every client of this runtime gets, checked against the cluster once.
+
+        The check turns refused credentials, TLS failures and unusable settings
+        into one ``KafkaRefused`` line (exit 2) before any work starts.
+        """
+        if self.kafka_client is None:
+            self.kafka_client = KafkaSettings.from_env(self.kafka())
+        if not self._kafka_checked:
+            preflight(self.kafka_client)
+            self._kafka_checked = True
+        return self.kafka_client
 
     def topic_settings(self) -> TopicSettings:
         if self.topics is None:
@@ -92,11 +114,13 @@ class Runtime:
         return read_manifest(store.db, store.ns_id, self.cfg)
 
     def reader(self, topic: str) -> Reader:
-        return Reader(self.kafka(), topic)
+        ks = self.kafka_settings()
+        return Reader(ks.bootstrap, topic, **ks.client_config())
 
     def writer(self) -> Writer:
-        return Writer(self.kafka())
+        ks = self.kafka_settings()
+        return Writer(ks.bootstrap, **ks.client_config())
 
     def admin(self) -> AdminClient:
         """An admin client for the cluster (topic creation and description)."""
-        return AdminClient({"bootstrap.servers": self.kafka(), "log_level": 3})
+        return AdminClient(self.kafka_settings().admin_config())

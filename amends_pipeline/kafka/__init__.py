@@ -2,8 +2,11 @@
 
 The project talks to Kafka only through confluent-kafka and a bootstrap address
 taken from ``AMENDS_KAFKA_BOOTSTRAP``. In development and tests that address is
-the one printed by ``amends broker`` (see ``devbroker``); pointing the variable at
-a real Kafka or Redpanda cluster is the whole change needed for production.
+the one printed by ``amends kafka`` or ``amends broker``; pointing the variable at
+a real Kafka or Redpanda cluster is the whole change needed for production. A
+cluster that needs TLS or SASL gets its client settings from ``AMENDS_KAFKA_CONFIG``
+and ``AMENDS_KAFKA_*`` variables (``settings``), applied by the composition root
+(``amends_pipeline.runtime``) to every producer, consumer and admin client.
 """
 
 from __future__ import annotations

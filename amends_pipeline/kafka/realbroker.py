@@ -186,11 +186,19 @@ class RealBroker:
         *,
         port: int | None = None,
         heap: str = "512m",
+        listeners: Mapping[str, str] | None = None,
     ) -> None:
         self.workdir = Path(workdir)
         self.settings = {**DEFAULT_SETTINGS, **(settings or {})}
         self.port = port or free_port()
         self.controller_port = free_port()
+        self.listeners = {name.upper(): proto for name, proto in (listeners or {}).items()}
+        """Extra client listeners, name -> security protocol (e.g. ``{"SASL": "SASL_PLAINTEXT"}``).
+
+        The broker's own PLAINTEXT listener stays (inter-broker traffic and
+        ``admin()`` use it); a test points its clients at ``address(name)``.
+        """
+        self.listener_ports = {name: free_port() for name in self.listeners}
         self.heap = heap
         self.proc: subprocess.Popen[bytes] | None = None
         self.libs: Path | None = None
@@ -198,6 +206,10 @@ class RealBroker:
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    def address(self, listener: str) -> str:
+        """The bootstrap address of an extra listener given to the constructor."""
+        return f"127.0.0.1:{self.listener_ports[listener.upper()]}"
 
     @property
     def data_dir(self) -> Path:
@@ -217,15 +229,20 @@ class RealBroker:
         return env
 
     def _properties(self) -> str:
+        extra = [f"{n}://127.0.0.1:{self.listener_ports[n]}" for n in self.listeners]
+        protocols = "".join(f",{n}:{proto}" for n, proto in self.listeners.items())
         props = {
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "listeners": ",".join([
+                f"PLAINTEXT://127.0.0.1:{self.port}",
+                f"CONTROLLER://127.0.0.1:{self.controller_port}", *extra,
+            ]),
+            "advertised.listeners": ",".join([f"PLAINTEXT://127.0.0.1:{self.port}", *extra]),
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "listener.security.protocol.map": f"PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT{protocols}",
             "log.dirs": str(self.data_dir),
             **self.settings,
         }
