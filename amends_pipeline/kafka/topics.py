@@ -5,17 +5,26 @@ address (``AMENDS_KAFKA_BOOTSTRAP``), so the development broker and a real
 Kafka or Redpanda cluster are interchangeable. Driver errors are translated
 into ``KafkaUnavailable`` / ``KafkaError`` here and nowhere else.
 
-Source incarnation marker: ``amends provision`` writes one marker message per
-source partition (header ``amends-marker``) carrying the namespace, source
-incarnation and a random nonce that the manifest in PostgreSQL records. A
-recreated topic (or another topic under the same name) cannot carry the same
-nonce at the same offset, so it is refused instead of silently reprocessed.
-Marker offsets are transport metadata: they are neither applied nor
-quarantined, and readers skip them.
+Source incarnation: on a cluster that reports topic IDs, ``amends provision``
+records the source topic's ID and ``Reader.topic_id`` is compared with it. For
+clusters without topic IDs (librdkafka's mock cluster) provision also writes
+one marker message per source partition (header ``amends-marker``) carrying
+the namespace, source incarnation and a random nonce that the manifest
+records; a recreated topic cannot carry the same nonce at the same offset.
+Only that recorded marker (its offset and its content) is skipped by readers;
+any other message carrying the header becomes a record flagged
+``reserved_header``, which both the worker and the oracle reject.
+
+Offsets are not contiguous on a real broker: transaction control records,
+aborted transactional records (never delivered to these read-committed
+readers) and compaction leave gaps. A read of [start, end) therefore ends at
+``end`` when the partition says so (a message at or past ``end``, or the end
+of the partition at or past it), never by counting delivered messages.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,15 +34,19 @@ from confluent_kafka import (
     Consumer,
     KafkaException,
     Producer,
+    TopicCollection,
     TopicPartition,
 )
 from confluent_kafka import KafkaError as _DriverError
+from confluent_kafka.admin import AdminClient
 
 from amends_core.ledger import Coordinates, Record
 from amends_pipeline.kafka.settings import KafkaRefused, merge, recent_refusal
 from amends_pipeline.redaction import redact
 
 MARKER_HEADER = "amends-marker"
+_NO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"
+"""The all-zero UUID as confluent-kafka prints it: no topic ID."""
 DEFAULT_SOURCE_TOPIC = "amends-source"
 DEFAULT_OUTPUT_TOPIC = "amends-output"
 
@@ -44,6 +57,10 @@ class KafkaError(Exception):
 
 class KafkaUnavailable(KafkaError):
     """The cluster could not be reached or did not answer in time."""
+
+
+class OffsetLost(KafkaError):
+    """A read started at an offset the partition no longer retains."""
 
 
 def consumer_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
@@ -160,6 +177,8 @@ class Reader:
         except KafkaException as e:
             msg = "cannot create a Kafka consumer"
             raise _raise_from(msg, e) from e
+        self._admin_config: dict[str, Any] = {"bootstrap.servers": bootstrap, "log_level": 4, **extra}
+        self._admin: AdminClient | None = None
 
     def close(self) -> None:
         self._c.close()
@@ -184,6 +203,41 @@ class Reader:
             raise KafkaError(msg)
         return len(t.partitions)
 
+    def topic_id(self, timeout: float = 10.0) -> str | None:
+        """The topic's ID, or None when the cluster reports no topic IDs.
+
+        Raises KafkaError when the topic does not exist, KafkaUnavailable when
+        the cluster does not answer.
+        """
+        if self._admin is None:
+            self._admin = AdminClient(self._admin_config)
+        what = f"cannot describe topic {self.topic!r}"
+        try:
+            md = self._admin.list_topics(self.topic, timeout=timeout)
+        except KafkaException as e:
+            raise _raise_from(what, e) from e
+        if md.controller_id not in md.brokers:
+            # librdkafka's mock cluster names no controller among its brokers and
+            # cannot answer DescribeTopics: a cluster without topic IDs.
+            return None
+        fut = self._admin.describe_topics(
+            TopicCollection([self.topic]), request_timeout=timeout
+        )[self.topic]
+        try:
+            desc = fut.result(timeout=timeout + 5.0)
+        except KafkaException as e:
+            err = e.args[0] if e.args else None
+            if isinstance(err, _DriverError) and err.code() in (
+                _DriverError.UNSUPPORTED_VERSION, _DriverError._UNSUPPORTED_FEATURE,
+            ):
+                return None
+            raise _raise_from(what, e) from e
+        except concurrent.futures.TimeoutError:
+            msg = f"{what}: no answer within {timeout + 5.0:.0f}s"
+            raise KafkaUnavailable(msg) from None
+        tid = str(desc.topic_id) if desc.topic_id is not None else ""
+        return None if tid in ("", _NO_TOPIC_ID) else tid
+
     def watermarks(self, partition: int, timeout: float = 10.0) -> Watermarks:
         try:
             low, high = self._c.get_watermark_offsets(
@@ -195,21 +249,38 @@ class Reader:
         return Watermarks(low, high)
 
     def messages(
-        self, partition: int, start: int, end: int, timeout: float = 30.0
+        self,
+        partition: int,
+        start: int,
+        end: int,
+        timeout: float = 30.0,
+        limit: int | None = None,
     ) -> Iterator[Any]:
-        """Every message of [start, end) in offset order (raw confluent-kafka messages)."""
-        if start >= end:
+        """Every message of [start, end) in offset order (raw confluent-kafka messages).
+
+        Stops after ``limit`` messages when given. Offsets that deliver nothing
+        (gaps) are passed over: the scan is complete once a message at or past
+        ``end`` arrives or the partition's end is reached at or past ``end``.
+        Raises OffsetLost when ``start`` is no longer retained, KafkaUnavailable
+        when the partition stops answering for ``timeout`` seconds.
+        """
+        if start >= end or limit == 0:
             return
         self._c.assign([TopicPartition(self.topic, partition, start)])
         try:
             expected = start
+            given = 0
             idle = 0.0
-            while expected < end:
-                batch = self._c.consume(num_messages=min(10_000, end - expected), timeout=0.5)
+            while True:
+                want = min(10_000, end - expected, limit - given if limit is not None else 10_000)
+                batch = self._c.consume(num_messages=max(1, want), timeout=0.5)
                 if not batch:
                     idle += 0.5
                     if idle >= timeout:
-                        msg = f"{self.topic}[{partition}] stopped answering at offset {expected}"
+                        msg = (
+                            f"{self.topic}[{partition}] stopped answering at offset {expected}"
+                            f" (reading up to {end})"
+                        )
                         raise KafkaUnavailable(msg)
                     continue
                 idle = 0.0
@@ -217,7 +288,15 @@ class Reader:
                     err = m.error()
                     if err is not None:
                         if err.code() == _DriverError._PARTITION_EOF:
-                            continue
+                            if m.offset() >= end:
+                                return  # the rest of the range is a gap up to the end
+                            continue  # the end is still below ``end``: wait for more
+                        if err.code() == _DriverError._AUTO_OFFSET_RESET:
+                            msg = (
+                                f"{self.topic}[{partition}] no longer holds offset {expected}:"
+                                f" retention removed it ({err.str()})"
+                            )
+                            raise OffsetLost(msg)
                         msg = f"reading {self.topic}[{partition}]: {err.name()}: {err.str()}"
                         raise KafkaError(msg)
                     off = m.offset()
@@ -227,22 +306,61 @@ class Reader:
                         return
                     expected = off + 1
                     yield m
+                    given += 1
+                    if limit is not None and given >= limit:
+                        return
         except KafkaException as e:
             msg_0 = f"reading {self.topic}[{partition}]"
             raise _raise_from(msg_0, e) from e
         finally:
             self._c.unassign()
 
+    def read(
+        self, partition: int, start: int, end: int, limit: int | None = None
+    ) -> tuple[list[Any], int]:
+        """(messages, position): at most ``limit`` messages of [start, end) and where the scan ended.
+
+        ``position`` is exclusive: every message below it has been returned. It is
+        ``end`` unless ``limit`` messages were returned first; then it is the last
+        one's offset + 1.
+        """
+        msgs = list(self.messages(partition, start, end, limit=limit))
+        if limit is not None and msgs and len(msgs) >= limit:
+            return msgs, msgs[-1].offset() + 1
+        return msgs, max(start, end)
+
     def records(
-        self, source: str, partition: int, start: int, end: int
+        self,
+        source: str,
+        partition: int,
+        start: int,
+        end: int,
+        marker: tuple[int, Marker] | None = None,
     ) -> Iterator[tuple[Record | None, Any]]:
-        """(Record, message) pairs of [start, end); markers give (None, message)."""
+        """(Record, message) pairs of [start, end); the recorded marker gives (None, message).
+
+        ``marker`` is the (offset, content) a namespace recorded for this partition.
+        Any other message carrying the marker header is a record flagged
+        ``reserved_header`` (quarantined downstream, never silently skipped).
+        """
         for m in self.messages(partition, start, end):
-            if is_marker(m.headers()):
-                yield None, m
-            else:
-                value = m.value() or b""
-                yield Record(value, m.key(), Coordinates(source, partition, m.offset())), m
+            rec, _ = to_record(source, partition, m, marker)
+            yield rec, m
+
+
+def to_record(
+    source: str, partition: int, m: Any, marker: tuple[int, Marker] | None
+) -> tuple[Record | None, bool]:
+    """The record a message stands for: (None, True) for the recorded marker itself.
+
+    The second value tells whether the message carried the marker header.
+    """
+    reserved = is_marker(m.headers())
+    if reserved and marker is not None and m.offset() == marker[0]:
+        if Marker.parse(m.value()) == marker[1]:
+            return None, True
+    value = m.value() or b""
+    return Record(value, m.key(), Coordinates(source, partition, m.offset()), reserved), reserved
 
 
 class Writer:

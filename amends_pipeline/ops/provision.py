@@ -10,7 +10,15 @@ from confluent_kafka.admin import ConfigResource, NewTopic, ResourceType
 
 from amends_core.errors import OperationError
 from amends_pipeline.kafka.topics import KafkaError
-from amends_pipeline.manifest import Manifest, ManifestMissing, new_nonce, write_manifest, write_markers
+from amends_pipeline.manifest import (
+    Manifest,
+    ManifestMissing,
+    markers_confirm,
+    new_nonce,
+    record_topic_id,
+    write_manifest,
+    write_markers,
+)
 from amends_pipeline.runtime import MIN_INSYNC_REPLICAS_ENV, REPLICATION_FACTOR_ENV, Runtime
 
 
@@ -133,6 +141,11 @@ def _check_compacted(rt: Runtime, topic: str) -> None:
 
 
 def provision(rt: Runtime, source_topic: str, output_topic: str) -> Provisioned:
+    """Bind the namespace: markers, and the source topic's ID where the cluster reports one.
+
+    Re-running it on a namespace bound before topic IDs were recorded records
+    the ID once the still-retained markers confirm the incarnation.
+    """
     cfg = rt.cfg
     with rt.store("amends-provision") as store:
         try:
@@ -146,15 +159,23 @@ def provision(rt: Runtime, source_topic: str, output_topic: str) -> Provisioned:
                     f" -> {existing.output_topic!r}"
                 )
                 raise ProvisionError(msg)
+            if existing.source_topic_id is None:
+                with rt.reader(source_topic) as r:
+                    tid = r.topic_id()
+                    if tid is not None and markers_confirm(r, existing):
+                        record_topic_id(store.db, store.ns_id, cfg.namespace, tid)
+                        existing = rt.manifest(store)
             return Provisioned(existing, False)
         ensure_topic(rt, source_topic, cfg.partitions)
         ensure_topic(rt, output_topic, cfg.partitions, output=True)
+        with rt.reader(source_topic) as r:
+            topic_id = r.topic_id()  # None on clusters without topic IDs: markers bind alone
         nonce = new_nonce()
         w = rt.writer()
         markers = write_markers(w, source_topic, cfg, nonce)
         m = Manifest(
             cfg.namespace, source_topic, output_topic, cfg.partitions, cfg.source_incarnation,
-            cfg.digest(), nonce, markers, cfg.namespace,
+            cfg.digest(), nonce, markers, cfg.namespace, topic_id,
         )
         write_manifest(store.db, store.ns_id, m)
         return Provisioned(m, True)

@@ -51,7 +51,11 @@ def replay(rt: Runtime, partition: int, start: int, until: int, *, execute: bool
         with rt.reader(m.source_topic) as reader:
             check_source(reader, m, {partition: start})
             recs: list[Record] = [
-                r for r, _ in reader.records(m.source_incarnation, partition, start, until) if r is not None
+                r
+                for r, _ in reader.records(
+                    m.source_incarnation, partition, start, until, m.marker_at(partition)
+                )
+                if r is not None
             ]
         if not execute:
             for r in recs:
@@ -104,9 +108,14 @@ def rebuild(
                 Manifest(
                     new_namespace, m.source_topic, output_topic, m.partitions, m.source_incarnation,
                     new_cfg.digest(), m.nonce, dict(m.markers), m.marker_namespace,
+                    m.source_topic_id,
                 ),
             )
-        elif existing.output_topic != output_topic or existing.nonce != m.nonce:
+        elif (
+            existing.output_topic != output_topic
+            or existing.nonce != m.nonce
+            or existing.source_topic_id != m.source_topic_id
+        ):
             msg = f"namespace {new_namespace!r} already exists with another binding"
             raise OperationError(msg)
     drain(nrt, batch)

@@ -1,10 +1,13 @@
 """Durable verification: oracle over the source topic vs the PostgreSQL view.
 
 The boundary is established from durable facts only:
-  * every source partition still carries this namespace's marker and retains
-    its history from offset 0 (otherwise INCOMPLETE: the prefix was lost);
-  * source end H = high watermark; the worker frontier equals H (the marker
-    offset is stepped over, it is never applied);
+  * the source topic is the incarnation the namespace was provisioned with
+    (topic ID, or the marker on clusters without topic IDs);
+  * source end H = high watermark (read committed); the worker frontier
+    equals H (the recorded marker, transaction control records and gaps are
+    passed over, never applied);
+  * the source still holds every record the pipeline consumed below H
+    (otherwise INCOMPLETE, see below);
   * no outbox row is pending and no relay holds its partition lock with
     pending work;
   * output end O = high watermark of the output topic; the view frontier
@@ -14,6 +17,15 @@ ONLY transaction, and the frontiers are re-checked inside those snapshots,
 so a writer that moved in between makes the boundary incomplete instead of
 producing a false DRIFT. The oracle reads the source directly from Kafka and
 never sees a worker decision.
+
+Full history after retention or compaction: the oracle recomputes from what
+the topic still holds. That is the full history only while every record the
+pipeline applied or quarantined is still there. The store's consumed offsets
+(coordinates only, never its decisions) are compared with the offsets read:
+a prefix that held nothing but the marker, control records or aborted
+records may be gone and the comparison stays complete; a consumed record that
+is gone makes the report INCOMPLETE, naming how many and where, because a
+PASS over partial input would vouch for facts nobody recomputed.
 """
 
 from __future__ import annotations
@@ -23,8 +35,9 @@ from dataclasses import dataclass
 from amends_core.ledger import Record
 from amends_core.oracle import compute as oracle_compute
 from amends_core.verify import Boundary, Report, verify
-from amends_pipeline.kafka.topics import Reader
-from amends_pipeline.manifest import IncarnationMismatch, Manifest, SourceLost, check_source
+from amends_pipeline.kafka.topics import OffsetLost, Reader
+from amends_pipeline.manifest import IncarnationMismatch, Manifest, check_source
+from amends_pipeline.postgres.store import PgStore
 from amends_pipeline.roles.relay import relay_running
 from amends_pipeline.runtime import Runtime
 
@@ -35,12 +48,39 @@ class Ends:
     output: dict[int, int]
 
 
-def read_source(reader: Reader, m: Manifest, ends: dict[int, int]) -> dict[int, list[Record]]:
-    """Every non-marker source record of [0, H) per partition, in offset order."""
+def read_source(
+    reader: Reader, m: Manifest, ends: dict[int, int], starts: dict[int, int] | None = None
+) -> dict[int, list[Record]]:
+    """Every retained source record of [start, H) per partition, in offset order.
+
+    ``starts[p]`` defaults to the partition's low watermark (what is retained).
+    Only the recorded marker is left out; other messages with the marker
+    header are records flagged ``reserved_header``.
+    """
     out: dict[int, list[Record]] = {}
     for p, end in ends.items():
-        out[p] = [r for r, _ in reader.records(m.source_incarnation, p, 0, end) if r is not None]
+        start = reader.watermarks(p).low if starts is None else starts[p]
+        out[p] = [
+            r
+            for r, _ in reader.records(m.source_incarnation, p, start, end, m.marker_at(p))
+            if r is not None
+        ]
     return out
+
+
+def lost_records(store: PgStore, source: dict[int, list[Record]], ends: dict[int, int]) -> list[str]:
+    """Reasons naming consumed records that the source no longer holds (one per partition)."""
+    reasons = []
+    for p, end in ends.items():
+        held = {r.coords.offset for r in source.get(p, ())}
+        lost = [o for o in store.consumed_offsets(p, end) if o not in held]
+        if lost:
+            reasons.append(
+                f"source partition {p}: {len(lost)} records the pipeline consumed are no longer in"
+                f" the topic (the first at offset {lost[0]}; retention or compaction removed them),"
+                " so the oracle cannot recompute the full history"
+            )
+    return reasons
 
 
 def verify_namespace(rt: Runtime) -> Report:
@@ -50,8 +90,8 @@ def verify_namespace(rt: Runtime) -> Report:
         m = rt.manifest(store)
         with rt.reader(m.source_topic) as src, rt.reader(m.output_topic) as out:
             try:
-                wms = check_source(src, m, {p: 0 for p in range(cfg.partitions)})
-            except (SourceLost, IncarnationMismatch) as e:
+                wms = check_source(src, m)
+            except IncarnationMismatch as e:
                 # Nothing comparable exists: report INCOMPLETE with the reason, compare nothing.
                 empty = oracle_compute(cfg, {p: [] for p in range(cfg.partitions)})
                 return verify(cfg, empty, {}, [], [], Boundary(False, (str(e),)))
@@ -62,11 +102,15 @@ def verify_namespace(rt: Runtime) -> Report:
             snap = store.snapshot(evidence=False, outbox="pending")
             view = vstore.snapshot()
             for p in range(cfg.partitions):
-                f = snap.frontier(p)
-                eff = f + 1 if f == m.markers[p] else f
+                eff = m.needed(p, snap.frontier(p))
                 if eff != ends.source[p]:
                     reasons.append(
                         f"source partition {p}: worker frontier {eff}, source end {ends.source[p]}"
+                    )
+                if eff < wms[p].low:
+                    reasons.append(
+                        f"source partition {p}: offsets {eff}..{wms[p].low - 1} were removed before"
+                        " the worker read them"
                     )
                 pend = len(snap.pending(p))
                 if pend:
@@ -79,7 +123,13 @@ def verify_namespace(rt: Runtime) -> Report:
                     )
             oracle: object
             try:
-                oracle = oracle_compute(cfg, read_source(src, m, ends.source))
+                source = read_source(src, m, ends.source, {p: wm.low for p, wm in wms.items()})
+            except OffsetLost as e:
+                reasons.append(f"retention removed records while verification read them: {e}")
+                source = {p: [] for p in range(cfg.partitions)}
+            reasons += lost_records(store, source, ends.source)
+            try:
+                oracle = oracle_compute(cfg, source)
             except Exception as e:  # every oracle failure is an ERROR report, never a crash
                 oracle = e
     boundary = Boundary(

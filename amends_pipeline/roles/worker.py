@@ -7,6 +7,13 @@ commits each batch in one fenced transaction. A lost commit reply is settled
 by re-reading the frontier (``PgStore.resolve_unknown``), never by assuming a
 rollback. Kafka consumer offsets are never committed or trusted.
 
+A batch is a scan of the source range [frontier, position): the frontier
+moves to the position the scan reached, not to the last delivered offset + 1,
+because offsets that deliver nothing (transaction control records, aborted
+transactional records, compaction gaps, the recorded marker) may end the
+range. A range that delivers no record at all still moves the frontier, in a
+fenced commit of its own, so lag reaches 0 and verification sees the end.
+
 ``WorkerPartition.step`` is the bounded, idempotent unit that a long-running
 loop, a Dagster run or a sensor tick can all call.
 """
@@ -16,9 +23,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from amends_core.ledger import Record
 from amends_core.store.memory import Token
-from amends_pipeline.kafka.topics import Reader
-from amends_pipeline.manifest import IncarnationMismatch, Manifest, SourceLost, check_source
+from amends_pipeline.kafka.topics import OffsetLost, Reader, to_record
+from amends_pipeline.manifest import Manifest, SourceLost, check_range, check_source
 from amends_pipeline.postgres.errors import BatchAborted, CommitUnknown
 from amends_pipeline.postgres.store import PgStore
 
@@ -76,10 +84,10 @@ class WorkerPartition:
 
     def effective_frontier(self, frontier: int) -> int:
         """The frontier with the marker offset stepped over (markers are never applied)."""
-        return frontier + 1 if frontier == self.manifest.markers[self.partition] else frontier
+        return self.manifest.needed(self.partition, frontier)
 
     def _check(self, frontier: int) -> int:
-        """Source end; the marker itself is re-read at most every ``recheck_seconds``."""
+        """Source end; the incarnation itself is re-confirmed at most every ``recheck_seconds``."""
         p = self.partition
         now = time.monotonic()
         if now - self._checked_at >= self.recheck_seconds:
@@ -87,22 +95,35 @@ class WorkerPartition:
             self._checked_at = now
         else:
             wm = self.reader.watermarks(p)
-            if wm.high < frontier:
-                msg = (
-                    f"{self.manifest.source_topic}[{p}] ends at {wm.high}, below the frontier"
-                    f" {frontier}: the topic was recreated or truncated"
-                )
-                raise IncarnationMismatch(msg)
-            if wm.low > frontier:
-                msg = (
-                    f"{self.manifest.source_topic}[{p}] retains offsets from {wm.low}, but"
-                    f" offset {frontier} is still needed: the source prefix was lost"
-                )
-                raise SourceLost(msg)
+            check_range(self.manifest, p, wm, frontier)
         return wm.high
 
+    def _read(self, frontier: int, high: int, limit: int) -> tuple[list[Record], int]:
+        """Records of [frontier, high) (at most ``limit`` messages) and the position reached."""
+        p = self.partition
+        source = self.manifest.source_incarnation
+        marker = self.manifest.marker_at(p)
+        records: list[Record] = []
+        position = frontier
+        while not records and position < high:  # only the marker read: read on
+            try:
+                msgs, position = self.reader.read(p, position, high, limit)
+            except OffsetLost:
+                # Retention overtook the read: report it as the check would, never skip.
+                self._checked_at = float("-inf")
+                check_range(self.manifest, p, self.reader.watermarks(p), position)
+                raise
+            for m in msgs:
+                rec, _ = to_record(source, p, m, marker)
+                if rec is not None:
+                    records.append(rec)
+        return records, position
+
     def step(self, max_records: int | None = None) -> StepResult:
-        """Process at most one batch from the frontier; idempotent and bounded."""
+        """Process at most one batch from the frontier; idempotent and bounded.
+
+        ``max_records`` caps the messages read (default: the batch size).
+        """
         t0 = time.perf_counter()
         if self.token is None:
             self.claim()
@@ -111,18 +132,14 @@ class WorkerPartition:
         frontier = self.store.frontier(p)
         high = self._check(frontier)
         start = self.effective_frontier(frontier)
-        end = min(high, start + min(self.batch_size, max_records or self.batch_size))
-        records = [
-            rec
-            for rec, _ in self.reader.records(self.manifest.source_incarnation, p, start, end)
-            if rec is not None
-        ]
-        if not records:
+        if high <= frontier:
             return StepResult(p, start, start, high, 0, 0, 0, 0, time.perf_counter() - t0)
+        limit = max(1, min(self.batch_size, max_records or self.batch_size))
+        records, position = self._read(frontier, high, limit)
         resolved = False
         result = None
         try:
-            result = self.store.process(self.token, frontier, records)
+            result = self.store.process(self.token, frontier, records, until=position)
         except CommitUnknown as e:
             resolved = self.store.resolve_unknown(e)
         except BatchAborted as e:
