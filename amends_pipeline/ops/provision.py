@@ -75,13 +75,12 @@ def _create_topic(
     if min_isr is not None:
         config["min.insync.replicas"] = str(min_isr)
     admin = rt.admin()  # keep a reference while waiting: a destroyed client fails its futures
-    fut = admin.create_topics(
-        [NewTopic(topic, partitions, rf, config=config)], request_timeout=10.0
-    )[topic]
     try:
-        fut.result(timeout=15.0)
-    except KafkaException as e:
-        err = e.args[0] if e.args else None
+        admin.create_topics(
+            [NewTopic(topic, partitions, rf, config=config)], request_timeout=10.0
+        )[topic].result(timeout=15.0)
+    except Exception as e:  # noqa: BLE001 - every failure is reported; the known ones precisely
+        err = e.args[0] if isinstance(e, KafkaException) and e.args else None
         code = err.code() if isinstance(err, _DriverError) else None
         why = err.str() if isinstance(err, _DriverError) else str(e)
         if code == _DriverError.TOPIC_ALREADY_EXISTS:
@@ -108,7 +107,11 @@ def _create_topic(
 def _check_compacted(rt: Runtime, topic: str) -> None:
     """Refuse an output topic whose cleanup policy may delete the latest envelope of an ID."""
     admin = rt.admin()
-    md = admin.list_topics(timeout=10.0)
+    try:
+        md = admin.list_topics(timeout=10.0)
+    except KafkaException as e:
+        msg = f"cannot read cluster metadata to check that topic {topic!r} is compacted: {e}"
+        raise ProvisionError(msg) from None
     if md.controller_id not in md.brokers:
         # librdkafka's mock cluster names no controller and cannot describe topic
         # settings (nor does it compact or expire anything): nothing to check there.
@@ -118,7 +121,7 @@ def _check_compacted(rt: Runtime, topic: str) -> None:
         entries = next(iter(admin.describe_configs([res], request_timeout=10.0).values())).result(
             timeout=15.0
         )
-    except KafkaException as e:
+    except Exception as e:  # noqa: BLE001 - a driver error or no answer in time
         msg = f"cannot read the settings of topic {topic!r} to check that it is compacted: {e}"
         raise ProvisionError(msg) from None
 
