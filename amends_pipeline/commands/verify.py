@@ -19,9 +19,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "verify",
         help="compare the view with the oracle over the source topic",
         description=(
-            "Establishes a complete boundary (source retained from offset 0 and carrying its"
-            " marker, worker frontier at the source end, outbox drained, view frontier at the"
-            " output end), takes consistent snapshots, recomputes everything from the source"
+            "Establishes a complete boundary (the provisioned source incarnation, still holding"
+            " every record the worker consumed; worker frontier at the source end, outbox"
+            " drained, view frontier at the output end), takes consistent snapshots, recomputes"
+            " everything from the source"
             " topic with the independent oracle and prints the report: PASS,"
             " PASS_WITH_EXCLUSIONS, BLOCKED, DRIFT, INCOMPLETE or ERROR with every differing"
             " row. Exit 0 only for an accepted report: PASS, or PASS_WITH_EXCLUSIONS when"
