@@ -35,5 +35,9 @@ def run(args: argparse.Namespace) -> int:
     m = res.manifest
     state = "provisioned" if res.created else "already provisioned"
     marks = ", ".join(f"p{p}@{o}" for p, o in sorted(m.markers.items()))
-    print(f"{m.namespace}: {state}; source {m.source_topic!r} -> output {m.output_topic!r}; markers {marks}")
+    bound = f"topic id {m.source_topic_id}" if m.source_topic_id else "no topic ids: bound by markers"
+    print(
+        f"{m.namespace}: {state}; source {m.source_topic!r} ({bound}) -> output {m.output_topic!r};"
+        f" markers {marks}"
+    )
     return 0

@@ -22,7 +22,7 @@ from amends_pipeline.kafka.realbroker import RealBroker
 from amends_pipeline.kafka.topics import MARKER_HEADER, Reader, Writer
 from amends_pipeline.manifest import IncarnationMismatch, SourceLost, check_source
 from amends_pipeline.ops.provision import provision
-from amends_pipeline.ops.replay import drain
+from amends_pipeline.ops.replay import drain, replay
 from amends_pipeline.ops.verify import read_source, verify_namespace
 from amends_pipeline.roles.worker import WorkerPartition
 from amends_pipeline.runtime import Runtime
@@ -143,6 +143,7 @@ def test_only_the_recorded_marker_is_skipped_and_other_marker_headers_are_quaran
     report = verify_namespace(rt)
     assert report.status.value == "PASS_WITH_EXCLUSIONS"
     assert report.accepts(list(snap.rejections), [])
+    assert replay(rt, 0, 0, snap.frontier(0), execute=False).records == 4  # reflected exactly
 
 
 # ---------------------------------------------------------------- offsets with gaps
