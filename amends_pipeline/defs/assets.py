@@ -35,7 +35,7 @@ def _snapshot_end(context: dg.AssetExecutionContext) -> int | None:
         dg.AssetRecordsFilter(asset_key=source_snapshot.key, asset_partitions=[context.partition_key]),
         limit=1,
     ).records
-    if not records or records[0].run_id != context.run_id or records[0].asset_materialization is None:
+    if not records or records[0].run_id != context.run.run_id or records[0].asset_materialization is None:
         return None
     value = records[0].asset_materialization.metadata.get("source_high")
     return int(value.value) if value is not None else None

@@ -164,3 +164,34 @@ def test_the_daemon_processes_each_stage_by_sensors_alone_and_survives_its_own_s
         for key in ("published_envelopes", "view"):
             mats = instance.fetch_materializations(dg.AssetKey(key), limit=100).records
             assert len(mats) >= 3, key
+
+
+def test_a_rebuild_by_dagster_backfill_verifies_and_leaves_the_original_untouched(
+    under_dagster: tuple[Pipeline, Dagster],
+) -> None:
+    p, d = under_dagster
+    d.start()
+    for stage in STAGES:
+        p.load(FIXTURE / stage)
+    _wait_for_certified(p, d, 2)
+    rebuilt = p.output_topic + "-rebuilt"
+    out = p.ok(
+        "rebuild", "--config", CFG, "--new-namespace", "core-demo-rebuilt", "--output-topic", rebuilt,
+        "--execute", timeout=600,
+    )
+    assert "backfill" in out and "verification PASS" in out, out
+    with d.instance() as instance:
+        backfills = instance.get_backfills()
+        assert len(backfills) == 1 and backfills[0].tags.get("amends/namespace") == "core-demo-rebuilt"
+        runs = instance.get_runs(filters=dg.RunsFilter(tags={"dagster/backfill": backfills[0].backfill_id}))
+        assert runs and all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs)
+        mats = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=dg.AssetKey("refold"), asset_partitions=["0"]), limit=50
+        ).records
+        rebuilt_refolds = [
+            m for m in mats if m.run_id in {r.run_id for r in runs}
+        ]
+        assert rebuilt_refolds and rebuilt_refolds[0].asset_materialization is not None
+        md = rebuilt_refolds[0].asset_materialization.metadata
+        assert md["namespace"].value == "core-demo-rebuilt" and md["records"].value == 5
+    assert p.verify().returncode == 0  # the original namespace still verifies

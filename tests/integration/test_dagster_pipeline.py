@@ -33,6 +33,7 @@ from amends_pipeline.defs.resources import AmendsResource
 from amends_pipeline.defs.sensors import boundary_sensor, relay_sensor, source_sensor, view_sensor
 from amends_pipeline.kafka.load import plan
 from amends_pipeline.kafka.realbroker import RealBroker
+from amends_pipeline.ops import orchestration
 from amends_pipeline.ops.provision import provision
 from amends_pipeline.postgres.reports import read_certified
 
@@ -126,10 +127,12 @@ def test_each_worked_example_stage_refolds_relays_applies_verifies_and_certifies
         md = r.asset_materializations_for_node("refold")[0].metadata
         assert md["reached_target"].value is True and md["records"].value >= 1
         relay = h.tick(relay_sensor)
-        assert [e.asset_key for e in relay.asset_events] == [published_envelopes.key]
+        assert [e.asset_key for e in relay.asset_events] == [published_envelopes.key, view.key]
         assert relay.asset_events[0].metadata["envelopes_published"].value > 0
-        applied = h.tick(view_sensor)
-        assert [e.asset_key for e in applied.asset_events] == [view.key]
+        applied = relay.asset_events[1].metadata
+        assert applied["envelopes_applied"].value > 0
+        assert applied["view_frontier_after"].value == applied["output_end"].value
+        assert h.tick(view_sensor).asset_events == []  # the relay tick already applied them
         b = h.boundary()
         check = _check(b)
         assert check.passed, check.metadata["report"].value
@@ -183,9 +186,10 @@ def test_the_boundary_sensor_waits_for_a_drained_pipeline_and_launches_once_per_
     assert h.tick(boundary_sensor).run_requests == []  # source not refolded yet
     h.refold()
     assert h.tick(boundary_sensor).run_requests == []  # outbox pending
-    h.tick(relay_sensor)
+    orchestration.relay(h.res.runtime())  # publish only
     assert h.tick(boundary_sensor).run_requests == []  # view behind the output end
-    h.tick(view_sensor)
+    moved = h.tick(view_sensor)
+    assert [e.asset_key for e in moved.asset_events] == [view.key]
     first = h.tick(boundary_sensor)
     assert len(first.run_requests) == 1
     again = h.tick(boundary_sensor, cursor=first.cursor)
