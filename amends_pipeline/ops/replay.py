@@ -14,6 +14,7 @@ not touched.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 
@@ -75,11 +76,21 @@ class RebuildPlan:
     accepted: bool = False
     """The rebuild verifies and its exclusions equal the original namespace's quarantine
     and conflict evidence exactly."""
+    refolded_by: str | None = None
+    """What did the worker's part when it was not the in-process drain (a backfill)."""
 
 
 def rebuild(
-    rt: Runtime, new_namespace: str, output_topic: str, *, execute: bool, batch: int = 5000
+    rt: Runtime, new_namespace: str, output_topic: str, *, execute: bool, batch: int = 5000,
+    refold: Callable[[Runtime], str] | None = None,
 ) -> RebuildPlan:
+    """Rebuild into ``new_namespace``; ``refold`` (e.g. a Dagster backfill) does the worker's part.
+
+    ``refold`` receives the rebuild namespace's Runtime once it is provisioned
+    and returns a description of what it ran (a backfill ID). The in-process
+    drain that follows finds any worker tail it left and does the relay and
+    view work; verification then compares the rebuild with the oracle.
+    """
     old = rt.cfg
     if new_namespace == old.namespace:
         msg = "the rebuild namespace must differ from the original"
@@ -118,10 +129,11 @@ def rebuild(
         ):
             msg = f"namespace {new_namespace!r} already exists with another binding"
             raise OperationError(msg)
+    ran = refold(nrt) if refold is not None else None
     drain(nrt, batch)
     report = verify_namespace(nrt)
     accepted = report.accepts(list(original.rejections), original.conflicts())
-    return RebuildPlan(new_namespace, output_topic, m.source_topic, True, report, accepted)
+    return RebuildPlan(new_namespace, output_topic, m.source_topic, True, report, accepted, ran)
 
 
 def drain(rt: Runtime, batch: int) -> None:

@@ -165,7 +165,7 @@ def test_replay_of_a_consumed_interval_and_a_rebuild_into_a_fresh_namespace(pipe
     rebuilt = p.output_topic + "-rebuilt"
     p.broker.create_topic(rebuilt, 1, {"cleanup.policy": "compact"})  # or let rebuild create it
     assert "dry run" in p.ok("rebuild", "--config", CFG, "--new-namespace", "core-demo-rebuilt", "--output-topic", rebuilt)
-    out = p.ok("rebuild", "--config", CFG, "--new-namespace", "core-demo-rebuilt", "--output-topic", rebuilt, "--execute", timeout=180)
+    out = p.ok("rebuild", "--config", CFG, "--new-namespace", "core-demo-rebuilt", "--output-topic", rebuilt, "--execute", "--in-process", timeout=180)
     assert "verification PASS" in out and "core-demo-rebuilt" in out
     assert p.verify().returncode == 0  # the original is untouched
 
