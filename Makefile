@@ -29,7 +29,7 @@ kafka: venv
 dagster: setup
 	bash scripts/dagster.sh
 
-demo: venv
+demo: setup
 	$(VENV)/bin/amends demo
 
 test: setup

@@ -2,7 +2,7 @@
 
 It serves the namespace whose configuration ``AMENDS_CONFIG`` names (default:
 the worked example), with one static partition per source partition. See
-docs/operations.md, "Running under Dagster".
+docs/dagster.md.
 """
 
 from __future__ import annotations
@@ -19,13 +19,19 @@ from amends_pipeline.defs.assets import (
 )
 from amends_pipeline.defs.checks import verification
 from amends_pipeline.defs.jobs import boundary_job, refold_job
-from amends_pipeline.defs.resources import resource_from_env
+from amends_pipeline.defs.resources import AmendsResource, resource_from_env
 from amends_pipeline.defs.sensors import boundary_sensor, relay_sensor, source_sensor, view_sensor
 
-defs = dg.Definitions(
-    assets=[source_snapshot, refold, published_envelopes, view, oracle, certified_balances],
-    asset_checks=[verification],
-    jobs=[refold_job, boundary_job],
-    sensors=[source_sensor, relay_sensor, view_sensor, boundary_sensor],
-    resources={"amends": resource_from_env()},
-)
+
+def build(resource: AmendsResource) -> dg.Definitions:
+    """The definitions bound to one resource (the code location's, or a test's or the demo's)."""
+    return dg.Definitions(
+        assets=[source_snapshot, refold, published_envelopes, view, oracle, certified_balances],
+        asset_checks=[verification],
+        jobs=[refold_job, boundary_job],
+        sensors=[source_sensor, relay_sensor, view_sensor, boundary_sensor],
+        resources={"amends": resource},
+    )
+
+
+defs = build(resource_from_env())

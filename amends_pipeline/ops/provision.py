@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaError as _DriverError
@@ -143,6 +144,19 @@ def _check_compacted(rt: Runtime, topic: str) -> None:
         raise ProvisionError(msg)
 
 
+def _topic_id(rt: Runtime, topic: str, wait: float = 15.0) -> str | None:
+    """The topic's ID; a topic created a moment ago may not be describable yet, so retry briefly."""
+    deadline = time.monotonic() + wait
+    with rt.reader(topic) as r:
+        while True:
+            try:
+                return r.topic_id()
+            except KafkaError as e:
+                if "UNKNOWN_TOPIC" not in str(e) or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.2)
+
+
 def provision(rt: Runtime, source_topic: str, output_topic: str) -> Provisioned:
     """Bind the namespace: markers, and the source topic's ID where the cluster reports one.
 
@@ -171,8 +185,7 @@ def provision(rt: Runtime, source_topic: str, output_topic: str) -> Provisioned:
             return Provisioned(existing, False)
         ensure_topic(rt, source_topic, cfg.partitions)
         ensure_topic(rt, output_topic, cfg.partitions, output=True)
-        with rt.reader(source_topic) as r:
-            topic_id = r.topic_id()  # None on clusters without topic IDs: markers bind alone
+        topic_id = _topic_id(rt, source_topic)  # None without topic IDs: markers bind alone
         nonce = new_nonce()
         w = rt.writer()
         markers = write_markers(w, source_topic, cfg, nonce)

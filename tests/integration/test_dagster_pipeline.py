@@ -20,14 +20,10 @@ from psycopg import sql
 
 from amends_pipeline.defs.assets import (
     VERIFICATION_KEY,
-    certified_balances,
-    oracle,
     published_envelopes,
-    refold,
-    source_snapshot,
     view,
 )
-from amends_pipeline.defs.checks import verification
+from amends_pipeline.defs.definitions import build
 from amends_pipeline.defs.jobs import boundary_job, refold_job
 from amends_pipeline.defs.resources import AmendsResource
 from amends_pipeline.defs.sensors import boundary_sensor, relay_sensor, source_sensor, view_sensor
@@ -78,16 +74,6 @@ class Harness:
             return read_certified(store)
 
 
-def _defs(res: AmendsResource) -> dg.Definitions:
-    return dg.Definitions(
-        assets=[source_snapshot, refold, published_envelopes, view, oracle, certified_balances],
-        asset_checks=[verification],
-        jobs=[refold_job, boundary_job],
-        sensors=[source_sensor, relay_sensor, view_sensor, boundary_sensor],
-        resources={"amends": res},
-    )
-
-
 @pytest.fixture
 def harness(
     pg_dsn: str, pg_schema: str, kafka_broker: RealBroker, topic_name: Callable[[str], str]
@@ -98,7 +84,7 @@ def harness(
     )
     provision(res.runtime(), topic_name("source"), topic_name("output"))
     with dg.DagsterInstance.ephemeral() as instance:
-        yield Harness(res, _defs(res), instance, pg_dsn, pg_schema)
+        yield Harness(res, build(res), instance, pg_dsn, pg_schema)
 
 
 def _expected(stage: int) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:

@@ -31,9 +31,9 @@ def test_a_wrong_expectation_is_reported_as_disagreement() -> None:
     assert [r.matches_expected for r in results] == [True, False, True]
 
 
-def test_amends_demo_exits_0_and_prints_agreement() -> None:
+def test_amends_demo_in_memory_exits_0_and_prints_agreement() -> None:
     exe = Path(sys.executable).with_name("amends")
-    out = subprocess.run([str(exe), "demo"], capture_output=True, text=True)
+    out = subprocess.run([str(exe), "demo", "--in-memory"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert "CORE_AGREEMENT" in out.stdout
     assert "frontiers: source 5, output/view 11" in out.stdout
