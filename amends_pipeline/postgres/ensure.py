@@ -173,8 +173,7 @@ def scratch_database_name(prefix: str = "amends_test") -> str:
     return f"{prefix}_{os.getpid()}_{secrets.token_hex(4)}"
 
 
-DAGSTER_DB_ENV = "AMENDS_DAGSTER_PG_DB"
-DEFAULT_DAGSTER_DB = "amends_dagster"
+from amends_pipeline.postgres.urls import DAGSTER_DB_ENV, DEFAULT_DAGSTER_DB  # noqa: E402 - one source
 
 
 def main(argv: list[str] | None = None) -> int:
