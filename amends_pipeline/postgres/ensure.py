@@ -22,6 +22,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from amends_pipeline.postgres.errors import StoreUnavailable, one_line
+from amends_pipeline.postgres.urls import DAGSTER_DB_ENV, DEFAULT_DAGSTER_DB
 from amends_pipeline.redaction import remember_dsn
 
 
@@ -173,7 +174,6 @@ def scratch_database_name(prefix: str = "amends_test") -> str:
     return f"{prefix}_{os.getpid()}_{secrets.token_hex(4)}"
 
 
-from amends_pipeline.postgres.urls import DAGSTER_DB_ENV, DEFAULT_DAGSTER_DB  # noqa: E402 - one source
 
 
 def main(argv: list[str] | None = None) -> int:
