@@ -335,5 +335,5 @@ def test_a_rebuild_cannot_bring_back_outputs_deleted_before_the_view_applied_the
     report = json.loads(p.verify("--json").stdout)
     assert report["status"] == "DRIFT"  # never a silent PASS: rebuild the namespace from source
     out = p.ok("rebuild", "--config", str(p.config), "--new-namespace", "compaction-demo-2",
-               "--output-topic", p.output_topic + "-2", "--execute", timeout=180)
+               "--output-topic", p.output_topic + "-2", "--execute", "--in-process", timeout=180)
     assert "verification PASS" in out
