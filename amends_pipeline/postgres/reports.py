@@ -11,7 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 
-from amends_core.ledger import Projection, StockKey
+from amends_core import wire
+from amends_core.ledger import Envelope, OutputID, Projection, StockKey, compact_json
 from amends_core.timefmt import format_day
 from amends_pipeline.postgres.store import PgStore
 
@@ -108,3 +109,37 @@ def last_certified(store: PgStore) -> Sequence[object] | None:
             (store.ns_id,),
         ).fetchone()
     return row
+
+
+def replaced_versions(store: PgStore, current: Mapping[OutputID, int]) -> dict[OutputID, Envelope]:
+    """For outputs at their ``current`` version, the envelope each version replaced.
+
+    The outbox keeps every envelope the worker committed; for each output this
+    returns the one with the highest version below ``current[output]`` (absent
+    when there is none). Only outbox rows of the outputs' keys are decoded, but
+    finding them scans the partitions' outbox: a diagnostic read, not a hot path.
+    """
+    want = {oid: v for oid, v in current.items() if v > 1}
+    if not want:
+        return {}
+    cfg = store.cfg
+    parts = sorted({kc.partition for oid in want if (kc := cfg.key_config(oid.key)) is not None})
+    # The exact bytes of '"stock_key":{...}' in our compact envelopes: found without parsing JSON.
+    marks = sorted({b'"stock_key":' + compact_json(oid.key.to_json()).encode("utf-8") for oid in want})
+    found: dict[OutputID, Envelope] = {}
+    with store.db.transaction("reading replaced output versions", snapshot=True) as conn:
+        rows = conn.execute(
+            "SELECT o.envelope FROM outbox o WHERE o.ns_id = %s AND o.partition = ANY(%s)"
+            " AND EXISTS (SELECT 1 FROM unnest(%s::bytea[]) AS m(b) WHERE position(m.b IN o.envelope) > 0)",
+            (store.ns_id, parts, marks),
+        ).fetchall()
+    for (raw,) in rows:
+        env = wire.decode_envelope(bytes(raw))
+        if isinstance(env, wire.DecodeError):
+            continue  # the worker wrote these bytes itself; the view reports undecodable ones
+        v = want.get(env.output_id)
+        if v is not None and env.version < v:
+            old = found.get(env.output_id)
+            if old is None or env.version > old.version:
+                found[env.output_id] = env
+    return found
