@@ -10,7 +10,7 @@ import dagster as dg
 from amends_pipeline.defs import metadata
 from amends_pipeline.defs.partitions import SOURCE_PARTITIONS
 from amends_pipeline.defs.resources import AmendsResource
-from amends_pipeline.ops import certify, orchestration
+from amends_pipeline.ops import certify, orchestration, plot
 from amends_pipeline.ops.tags import NAMESPACE_TAG
 from amends_pipeline.postgres.reports import read_certified
 from amends_pipeline.runtime import Runtime
@@ -89,7 +89,10 @@ def certified_balances(context: dg.AssetExecutionContext, amends: AmendsResource
         balances, alerts = read_certified(store)
     alert_days = {(a[0], a[1], a[2]) for a in alerts}
     preview = [(b[0], b[1], b[2], b[3], "yes" if (b[0], b[1], b[2]) in alert_days else "") for b in balances]
-    return dg.MaterializeResult(metadata=metadata.certified(counts, str(md["boundary"]), preview))
+    chart = dg.MetadataValue.md(plot.certified_markdown(rt))
+    return dg.MaterializeResult(
+        metadata={**metadata.certified(counts, str(md["boundary"]), preview), "balance_history": chart}
+    )
 
 
 def _check_metadata(record: object) -> dict[str, object]:
