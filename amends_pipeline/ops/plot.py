@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from amends_core.ledger import StockKey
+from amends_core.ledger import Status, StockKey
 from amends_core.timefmt import format_day
 from amends_core.view import project
 from amends_pipeline.charts import ChartData, chart_data, markdown, previous_from_versions
@@ -55,7 +55,7 @@ def certified_charts(rt: Runtime) -> tuple[list[ChartData], str]:
     pipeline may have moved on since certification); BLOCKED keys are never
     certified and are not charted.
     """
-    charts = [c for c in view_charts(rt) if c.status.value == "READY"]
+    charts = [c for c in view_charts(rt) if c.status is Status.READY]
     with rt.store("amends-plot") as store:
         balances, alerts = read_certified(store)
     cert_b: dict[tuple[str, str], list[tuple[str, int]]] = {}
