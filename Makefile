@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-16)
 
 
-.PHONY: setup venv postgres kafka dagster demo test test-unit lint bench fuzz-nightly sim-nightly clean
+.PHONY: setup venv postgres kafka dagster up demo test test-unit lint bench fuzz-nightly sim-nightly clean
 
 setup: venv postgres kafka
 
@@ -28,6 +28,11 @@ kafka: venv
 # The Dagster daemon and webserver on this checkout's dagster_home/ (needs AMENDS_KAFKA_BOOTSTRAP).
 dagster: setup
 	bash scripts/dagster.sh
+
+# The worked example on PostgreSQL, a real broker and the Dagster daemon, with the UI on
+# http://127.0.0.1:3000 until Ctrl-C (`make up UP_ARGS=--live` keeps new records coming).
+up: setup
+	$(VENV)/bin/amends up $(UP_ARGS)
 
 demo: setup
 	$(VENV)/bin/amends demo
