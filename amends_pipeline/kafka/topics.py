@@ -144,15 +144,25 @@ def is_marker(headers: list[tuple[str, bytes]] | None) -> bool:
     return any(k == MARKER_HEADER for k, _ in headers or [])
 
 
+_UNAVAILABLE = (
+    _DriverError._TRANSPORT, _DriverError._ALL_BROKERS_DOWN, _DriverError._TIMED_OUT,
+    # A broker that stops, restarts or hands over leadership answers with these
+    # for a while; retrying reaches the partition's leader once it is back.
+    _DriverError._DESTROY_BROKER, _DriverError.NOT_LEADER_FOR_PARTITION,
+    _DriverError.LEADER_NOT_AVAILABLE, _DriverError.BROKER_NOT_AVAILABLE,
+    _DriverError.REQUEST_TIMED_OUT, _DriverError.NETWORK_EXCEPTION,
+    _DriverError.FENCED_LEADER_EPOCH, _DriverError.UNKNOWN_LEADER_EPOCH,
+    _DriverError.OFFSET_NOT_AVAILABLE,
+)
+"""Driver errors that mean "not reachable right now" (KafkaUnavailable, retried by the roles)."""
+
+
 def _raise_from(what: str, e: KafkaException) -> Exception:
     """Our exception for a driver error: redacted, and a refusal (credentials, TLS) is not transient."""
     err = e.args[0] if e.args else None
     if isinstance(err, _DriverError):
         text = redact(f"{what}: {err.name()}: {err.str()}")
-        unavailable = (
-            _DriverError._TRANSPORT, _DriverError._ALL_BROKERS_DOWN, _DriverError._TIMED_OUT,
-        )
-        if err.code() in unavailable:
+        if err.code() in _UNAVAILABLE:
             refusal = recent_refusal()
             if refusal is not None:
                 return KafkaRefused(redact(f"{what}: Kafka refused the connection: {refusal}"))
@@ -245,6 +255,15 @@ class Reader:
             )
         except KafkaException as e:
             msg = f"cannot read watermarks of {self.topic}[{partition}]"
+            err = e.args[0] if e.args else None
+            if isinstance(err, _DriverError) and err.code() == _DriverError._UNKNOWN_PARTITION:
+                # librdkafka says "unknown partition" both for a partition that does not
+                # exist and for one whose leader it cannot reach (broker down or
+                # restarting): ask the cluster, which raises KafkaUnavailable when it
+                # cannot be reached and KafkaError when the topic is really gone.
+                if partition < self.partitions(timeout):
+                    msg_1 = f"{msg}: no reachable leader for the partition"
+                    raise KafkaUnavailable(msg_1) from e
             raise _raise_from(msg, e) from e
         return Watermarks(low, high)
 
@@ -298,6 +317,8 @@ class Reader:
                             )
                             raise OffsetLost(msg)
                         msg = f"reading {self.topic}[{partition}]: {err.name()}: {err.str()}"
+                        if err.code() in _UNAVAILABLE:
+                            raise KafkaUnavailable(msg)
                         raise KafkaError(msg)
                     off = m.offset()
                     if off < expected:

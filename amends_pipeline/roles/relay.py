@@ -28,10 +28,13 @@ from amends_core import wire
 from amends_core.errors import OperationError
 from amends_core.ledger import Family, OutputID, StockKey
 from amends_core.timefmt import parse_day
-from amends_pipeline.kafka.topics import Writer
+from amends_pipeline.kafka.topics import KafkaUnavailable, Writer
 from amends_pipeline.postgres.connection import open_connection
 from amends_pipeline.postgres.store import PgStore
 from amends_pipeline.runtime import Runtime
+
+_UNANSWERED = frozenset({"_MSG_TIMED_OUT", "_TIMED_OUT", "_TRANSPORT", "_ALL_BROKERS_DOWN"})
+"""Delivery failures that only say the cluster did not answer in time (down or restarting)."""
 
 
 class RelayBusy(OperationError):
@@ -110,14 +113,14 @@ class RelayPartition:
         if not rows:
             return RelayResult(p, 0, 0, 0, time.perf_counter() - t0)
         delivered: dict[int, int] = {}
-        failures: list[str] = []
+        failures: list[tuple[str, str]] = []
 
         def report(seq: int) -> Any:
             def cb(err: Any, msg: Any) -> None:
                 if err is None:
                     delivered[seq] = msg.offset()
                 else:
-                    failures.append(f"{err.name()}: {err.str()}")
+                    failures.append((err.name(), f"{err.name()}: {err.str()}"))
             return cb
 
         for r in rows:
@@ -136,8 +139,12 @@ class RelayPartition:
         if receipts:
             self.store.acknowledge_many(p, receipts)
         if len(receipts) < len(rows):
-            why = failures[0] if failures else "no delivery report in time"
+            why = failures[0][1] if failures else "no delivery report in time"
             msg = f"published {len(receipts)} of {len(rows)} rows on partition {p}: {why}"
+            if all(name in _UNANSWERED for name, _ in failures):
+                # Nothing refused the rows, the cluster just did not answer in time: the
+                # loop retries (transient), and a retry republishes the same stored bytes.
+                raise KafkaUnavailable(msg)
             raise OperationError(msg)
         return RelayResult(p, len(rows), len(receipts), self.store.pending_count(p), time.perf_counter() - t0)
 
