@@ -1,10 +1,21 @@
-"""End-to-end latency: source produce -> visible in the PostgreSQL view, with the long-running roles.
+"""End to end with the long-running roles, on the mock cluster and on a real Kafka broker, in one run.
 
-Starts the development broker and the three roles as separate processes
-against a scratch schema, produces one new record at a time (each on a new
-day, so it creates exactly one new balance row) and polls the view for that
-row. Latency = time from the producer's delivery report to the row being
-visible. Also measures relay and view throughput on a bulk load.
+For each broker the same measurement runs on a fresh broker, a scratch schema
+and the three roles (``amends role worker|relay|view``) as separate processes:
+
+* latency at low load: one new record at a time (each on a new day, so it
+  creates exactly one new balance row); latency is from the producer's
+  delivery report to that row being visible in the PostgreSQL view;
+* bulk: a backlog of new records produced at once; records/s from the first
+  produce to the last row visible in the view, with the moments the worker and
+  the relay had caught up (their cumulative rates).
+
+Brokers: librdkafka's mock cluster (``DevBroker``, what the benchmark used so
+far) and the real Apache Kafka broker (``RealBroker``: single KRaft node on
+loopback, started the way the tests start it). Runs alternate between the two
+(mock first, then real first, ...) so that drift in a shared machine's load
+falls on both alike; ratios real/mock are taken per run, from measurements a
+few seconds apart, and reported as their median.
 """
 
 from __future__ import annotations
@@ -15,6 +26,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
@@ -23,6 +37,7 @@ from psycopg import sql
 from amends_core import timefmt
 from amends_core.ledger import Family, OutputID, StockKey
 from amends_pipeline.kafka.devbroker import DevBroker
+from amends_pipeline.kafka.realbroker import KAFKA_VERSION, RealBroker
 from amends_pipeline.kafka.topics import Writer
 from amends_pipeline.postgres.connection import dsn_from_env
 from amends_pipeline.postgres.migrate import scratch_schema
@@ -37,6 +52,17 @@ CONFIG = {
 }
 ORIGIN = timefmt.parse_rfc3339("2000-01-01T00:00:00Z")
 ORIGIN_DAY = ORIGIN // timefmt.NS_PER_DAY
+SOURCE, OUTPUT = "amends-source", "amends-output"
+BROKERS = ("mock", "real")
+BROKER_TEXT = {
+    "mock": "librdkafka mock cluster (amends broker)",
+    "real": (
+        f"Apache Kafka {KAFKA_VERSION}, one KRaft node on loopback as the tests run it"
+        " (C1 JIT only, SerialGC, 512 MiB heap)"
+    ),
+}
+BATCH = 1000
+GROUP = "end to end"
 
 
 def value(i: int) -> bytes:
@@ -53,65 +79,188 @@ def percentile(xs: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(q * len(s)))]
 
 
-def run(samples: int = 60, bulk: int = 5_000) -> list[Figure]:
-    dsn = dsn_from_env()
-    with tempfile.TemporaryDirectory() as tmp, scratch_schema(dsn, "bench_e2e") as schema, DevBroker(
-        topics={"amends-source": 1, "amends-output": 1}, workdir=tmp
-    ) as broker:
-        cfg_path = Path(tmp) / "config.json"
-        cfg_path.write_text(json.dumps(CONFIG))
-        env = dict(broker.env(), AMENDS_PG_DSN=dsn, AMENDS_PG_SCHEMA=schema)
-        subprocess.run([AMENDS, "provision", "--config", str(cfg_path)], env=env, check=True, capture_output=True)
-        procs = [
-            subprocess.Popen([AMENDS, "role", r, "--config", str(cfg_path), "--quiet", "--batch-size", "1000"], env=env)
-            for r in ("worker", "relay", "view")
-        ]
-        try:
-            w = Writer(broker.bootstrap, **{"linger.ms": 0})
-            conn = psycopg.connect(dsn, autocommit=True)
-            conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
-            lat: list[float] = []
-            for i in range(samples + 5):
-                oid = OutputID("bench-e2e", Family.BALANCE, KEY, ORIGIN_DAY + i).encoded
-                w.produce("amends-source", 0, value(i), KEY.transport_key())
-                w.flush()
-                t0 = time.perf_counter()
-                while True:
-                    row = conn.execute("SELECT 1 FROM view_rows WHERE output_id = %s", (oid,)).fetchone()
-                    if row:
-                        break
-                    if time.perf_counter() - t0 > 30:
-                        raise TimeoutError(f"record {i} not visible after 30 s")
-                    time.sleep(0.002)
-                if i >= 5:  # warm-up excluded
-                    lat.append((time.perf_counter() - t0) * 1000)
-            # bulk: relay publish rate and view apply rate from the roles' own progress
-            start = samples + 5
-            for i in range(start, start + bulk):
-                w.produce("amends-source", 0, value(i), KEY.transport_key())
-            w.flush()
-            t0 = time.perf_counter()
-            last = OutputID("bench-e2e", Family.BALANCE, KEY, ORIGIN_DAY + start + bulk - 1).encoded
-            while not conn.execute("SELECT 1 FROM view_rows WHERE output_id = %s", (last,)).fetchone():
-                if time.perf_counter() - t0 > 300:
-                    raise TimeoutError("bulk load not visible after 300 s")
-                time.sleep(0.01)
-            bulk_s = time.perf_counter() - t0
-            conn.close()
-        finally:
-            for p in procs:
-                p.terminate()
-            for p in procs:
+@dataclass(frozen=True)
+class Measured:
+    """One run on one broker."""
+
+    latency_ms: list[float]
+    bulk: int
+    worker_s: float
+    """From the first bulk produce until the worker's frontier reached the end."""
+    relay_s: float
+    """... until the relay had acknowledged every outbox row."""
+    view_s: float
+    """... until the last record's balance row was visible in the view."""
+
+    def p(self, q: float) -> float:
+        return statistics.median(self.latency_ms) if q == 0.5 else percentile(self.latency_ms, q)
+
+
+@contextmanager
+def _broker(kind: str, tmp: Path) -> Iterator[tuple[str, dict[str, str]]]:
+    """(bootstrap, environment) of a fresh broker of ``kind``; topics exist or provision creates them."""
+    if kind == "mock":
+        with DevBroker(topics={SOURCE: 1, OUTPUT: 1}, workdir=tmp) as dev:
+            yield dev.bootstrap, dict(dev.env())
+        return
+    real = RealBroker(tmp / "kafka").start()
+    try:
+        yield real.bootstrap, real.env()
+    finally:
+        real.stop()
+
+
+class _Roles:
+    def __init__(self, env: dict[str, str], cfg: Path, tmp: Path) -> None:
+        self.logs = {r: tmp / f"{r}.log" for r in ("worker", "relay", "view")}
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        for r, log in self.logs.items():
+            with open(log, "wb") as err:
+                self.procs[r] = subprocess.Popen(
+                    [AMENDS, "role", r, "--config", str(cfg), "--quiet", "--batch-size", str(BATCH)],
+                    env=env, stdout=subprocess.DEVNULL, stderr=err,
+                )
+
+    def check(self) -> None:
+        for r, p in self.procs.items():
+            if p.poll() is not None:
+                tail = self.logs[r].read_text(errors="replace")[-800:]
+                msg = f"the {r} role exited with {p.returncode} during the benchmark: {tail}"
+                raise RuntimeError(msg)
+
+    def stop(self) -> None:
+        for p in self.procs.values():
+            p.terminate()
+        for p in self.procs.values():
+            try:
                 p.wait(30)
-    cond = f"{samples} single records, roles as processes, development broker, local PostgreSQL"
-    return [
-        figure("end to end", "produce -> view visible, p50 (roles)", [statistics.median(lat)], "ms", cond,
-               p95=percentile(lat, 0.95), p99=percentile(lat, 0.99)),
-        figure("end to end", "produce -> view visible, p95 (roles)", [percentile(lat, 0.95)], "ms", cond),
-        figure("end to end", "produce -> view visible, p99 (roles)", [percentile(lat, 0.99)], "ms", cond),
-        figure("end to end", "bulk records through worker, relay and view", [bulk / bulk_s], "records/s",
-               f"{bulk:,} new records (one new balance each, 2 envelopes on the first), batch size 1,000"),
-    ]
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(10)
+
+
+def _visible(conn: psycopg.Connection, i: int) -> bool:
+    oid = OutputID(str(CONFIG["namespace"]), Family.BALANCE, KEY, ORIGIN_DAY + i).encoded
+    return conn.execute("SELECT 1 FROM view_rows WHERE output_id = %s", (oid,)).fetchone() is not None
+
+
+def measure(kind: str, samples: int, bulk: int, warmup: int = 5) -> Measured:
+    """One run on a fresh broker of ``kind`` ("mock" or "real") and a fresh schema."""
+    dsn = dsn_from_env()
+    with tempfile.TemporaryDirectory() as tmp_s, scratch_schema(dsn, "bench_e2e") as schema:
+        tmp = Path(tmp_s)
+        with _broker(kind, tmp) as (bootstrap, benv):
+            cfg_path = tmp / "config.json"
+            cfg_path.write_text(json.dumps(CONFIG))
+            env = dict(benv, AMENDS_PG_DSN=dsn, AMENDS_PG_SCHEMA=schema)
+            subprocess.run(
+                [AMENDS, "provision", "--config", str(cfg_path), "--source-topic", SOURCE, "--output-topic", OUTPUT],
+                env=env, check=True, capture_output=True,
+            )
+            roles = _Roles(env, cfg_path, tmp)
+            try:
+                return _drive(bootstrap, dsn, schema, roles, samples, bulk, warmup)
+            finally:
+                roles.stop()
+
+
+def _drive(bootstrap: str, dsn: str, schema: str, roles: _Roles, samples: int, bulk: int, warmup: int) -> Measured:
+    """Both measurements; the producer is gone when this returns (before the broker stops)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+        w = Writer(bootstrap, **{"linger.ms": 0})
+        lat = _latency(w, conn, roles, samples, warmup)
+        stages = _bulk(w, conn, roles, samples + warmup, bulk)
+    return Measured(lat, bulk, *stages)
+
+
+def _latency(w: Writer, conn: psycopg.Connection, roles: _Roles, samples: int, warmup: int) -> list[float]:
+    lat: list[float] = []
+    for i in range(samples + warmup):
+        w.produce(SOURCE, 0, value(i), KEY.transport_key())
+        w.flush()
+        t0 = time.perf_counter()
+        while not _visible(conn, i):
+            if time.perf_counter() - t0 > 30:
+                roles.check()
+                msg = f"record {i} not visible after 30 s"
+                raise TimeoutError(msg)
+            time.sleep(0.002)
+        if i >= warmup:
+            lat.append((time.perf_counter() - t0) * 1000)
+    return lat
+
+
+def _bulk(w: Writer, conn: psycopg.Connection, roles: _Roles, start: int, bulk: int) -> tuple[float, float, float]:
+    w.delivered.clear()
+    t0 = time.perf_counter()
+    for i in range(start, start + bulk):
+        w.produce(SOURCE, 0, value(i), KEY.transport_key())
+    w.flush()
+    end = max(off for _, off in w.delivered) + 1
+    worker_s = relay_s = None
+    while True:
+        now = time.perf_counter() - t0
+        row = conn.execute(
+            "SELECT p.next_offset, p.last_sequence, r.acked_sequence FROM partitions p"
+            " LEFT JOIN relay_progress r USING (ns_id, partition)"
+        ).fetchone()
+        assert row is not None
+        if worker_s is None and row[0] >= end:
+            worker_s = now
+        if worker_s is not None and relay_s is None and (row[2] or 0) >= row[1]:
+            relay_s = now
+        if worker_s is not None and relay_s is not None and _visible(conn, start + bulk - 1):
+            return worker_s, relay_s, now
+        if now > 600:
+            roles.check()
+            msg = "the bulk load was not visible after 600 s"
+            raise TimeoutError(msg)
+        time.sleep(0.005)
+
+
+def run(samples: int = 60, bulk: int = 20_000, runs: int = 3, warmup: int = 5) -> list[Figure]:
+    """``runs`` alternating runs on each broker; figures are medians over runs (range min – max)."""
+    got: dict[str, list[Measured]] = {k: [] for k in BROKERS}
+    for n in range(runs):
+        for kind in BROKERS if n % 2 == 0 else BROKERS[::-1]:
+            got[kind].append(measure(kind, samples, bulk, warmup))
+    return figures(got, samples, bulk, warmup)
+
+
+def figures(got: dict[str, list[Measured]], samples: int, bulk: int, warmup: int) -> list[Figure]:
+    """Rows for each metric: mock, real, and the real/mock ratio of the same runs."""
+    runs = len(got["mock"])
+    same = f"per run, real and mock measured back to back ({runs} run{'s' * (runs != 1)})"
+    per_run = f"{samples} single records per run after {warmup} warm-up records"
+    out: list[Figure] = []
+    for q, label in ((0.5, "p50"), (0.95, "p95"), (0.99, "p99")):
+        for kind in BROKERS:
+            out.append(figure(
+                GROUP, f"produce -> view visible, {label} (roles, {kind} broker)",
+                [m.p(q) for m in got[kind]], "ms",
+                f"{per_run}, roles as processes, {BROKER_TEXT[kind]}, local PostgreSQL",
+            ))
+        out.append(figure(
+            GROUP, f"real / mock, {label} latency", [r.p(q) / m.p(q) for r, m in zip(got["real"], got["mock"], strict=True)],
+            "x", same,
+        ))
+    for kind in BROKERS:
+        ms = got[kind]
+        out.append(figure(
+            GROUP, f"bulk records through worker, relay and view ({kind} broker)",
+            [bulk / m.view_s for m in ms], "records/s",
+            f"{bulk:,} new records produced at once (one new balance each), batch size {BATCH:,},"
+            f" first produce to last row visible, {BROKER_TEXT[kind]}",
+            worker_rps=statistics.median(bulk / m.worker_s for m in ms),
+            relay_rps=statistics.median(bulk / m.relay_s for m in ms),
+        ))
+    out.append(figure(
+        GROUP, "real / mock, bulk records/s",
+        [m.view_s / r.view_s for r, m in zip(got["real"], got["mock"], strict=True)],
+        "x", same,
+    ))
+    return out
 
 
 if __name__ == "__main__":

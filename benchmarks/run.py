@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from benchmarks.harness import Figure, write_report
+from benchmarks.harness import Figure, merge_report, write_report
 
 ROOT = Path(__file__).resolve().parents[1]
 Suite = Callable[[argparse.Namespace], list[Figure]]
@@ -53,7 +53,9 @@ def _sim(a: argparse.Namespace) -> list[Figure]:
 def _e2e(a: argparse.Namespace) -> list[Figure]:
     from benchmarks import e2e_bench as b
 
-    return b.run(samples=5 if a.tiny else 60, bulk=200 if a.tiny else 5_000)
+    if a.tiny:
+        return b.run(samples=5, bulk=200, runs=1, warmup=2)
+    return b.run(samples=60, bulk=20_000, runs=a.runs_slow)
 
 
 SUITES: dict[str, Suite] = {
@@ -70,7 +72,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runs", type=int, default=5, help="runs per core figure (median, min, max)")
     p.add_argument("--runs-slow", type=int, default=3, help="runs per figure of the slower suites")
     p.add_argument("--oracle-records", type=int, nargs="+", default=[1_000_000, 10_000_000], metavar="N")
-    p.add_argument("--only", action="append", choices=sorted(SUITES), help="run only these suites")
+    p.add_argument(
+        "--only", action="append", choices=sorted(SUITES),
+        help="run only these suites (repeatable); their groups replace the same groups of an existing"
+        " report at --out, every other figure there is kept",
+    )
     p.add_argument("--core-days", type=int, nargs="+", default=[1_000, 10_000, 100_000], metavar="N")
     p.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"), help="markdown report path")
 
@@ -83,7 +89,13 @@ def execute(a: argparse.Namespace) -> int:
     for name in tqdm(names, desc="benchmarks", unit="suite", file=sys.stderr):
         figures += SUITES[name](a)
     out = Path(a.out)
-    write_report(figures, out, out.with_suffix(".json"), started)
+    js = out.with_suffix(".json")
+    if a.only and js.exists():
+        command = "amends bench" + " --tiny" * a.tiny + "".join(f" --only {n}" for n in names)
+        merged, base, updates = merge_report(js, figures, started, command)
+        write_report(merged, out, js, base, updates)
+    else:
+        write_report(figures, out, js, started)
     print(f"{len(figures)} figures in {time.perf_counter() - t0:.0f}s -> {out}", file=sys.stderr)
     return 0
 

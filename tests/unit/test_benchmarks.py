@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from benchmarks import core_bench
 
 
@@ -26,3 +28,46 @@ def test_benchmark_corrections_leave_the_key_consistent_with_a_recompute() -> No
     # committed intent equals the projection (what the view would show)
     present = {e.output_id.day: e.payload.close for e in k.outputs.values() if e.output_id.family.value == "balance" and e.payload.present}
     assert present == dict(balances)
+
+
+def test_a_partial_run_replaces_only_its_own_groups_and_keeps_every_other_figure(tmp_path: Path) -> None:
+    from benchmarks.harness import figure, merge_report, rewrite_markdown, write_report
+
+    md, js = tmp_path / "b.md", tmp_path / "b.json"
+    old = [
+        figure("core", "a", [1.0], "x", "c"),
+        figure("end to end", "old latency", [9.0], "ms", "c"),
+        figure("sim", "b", [2.0, 3.0], "x", "c"),
+    ]
+    write_report(old, md, js, "2026-01-01 00:00 UTC")
+    new = [figure("end to end", "latency, mock", [1.0], "ms", "c"), figure("end to end", "latency, real", [2.0], "ms", "c")]
+    merged, started, updates = merge_report(js, new, "2026-02-02 00:00 UTC", "amends bench --only end-to-end")
+    assert [f.name for f in merged] == ["a", "latency, mock", "latency, real", "b"]
+    assert merged[0] == old[0] and merged[3] == old[2]
+    assert started == "2026-01-01 00:00 UTC"
+    assert updates == [{"started": "2026-02-02 00:00 UTC", "groups": ["end to end"], "command": "amends bench --only end-to-end"}]
+    write_report(merged, md, js, started, updates)
+    text = md.read_text()
+    assert "Run started 2026-01-01 00:00 UTC" in text and "from a later run started 2026-02-02 00:00 UTC" in text
+    rewrite_markdown(js, tmp_path / "again.md")  # the JSON twin keeps the updates
+    assert (tmp_path / "again.md").read_text() == text
+    # a second partial run of the same groups replaces the first one's note
+    _, _, again = merge_report(js, new, "2026-03-03 00:00 UTC", "amends bench --only end-to-end")
+    assert [u["started"] for u in again] == ["2026-03-03 00:00 UTC"]
+
+
+def test_end_to_end_rows_put_the_real_broker_beside_the_mock_with_per_run_ratios() -> None:
+    from benchmarks.e2e_bench import Measured, figures
+
+    mock = [Measured([10.0, 20.0, 30.0], 100, 1.0, 2.0, 4.0), Measured([20.0, 20.0, 20.0], 100, 1.0, 2.0, 2.0)]
+    real = [Measured([20.0, 40.0, 60.0], 100, 1.0, 2.0, 8.0), Measured([30.0, 30.0, 30.0], 100, 1.0, 2.0, 2.0)]
+    rows = {f.name: f for f in figures({"mock": mock, "real": real}, samples=3, bulk=100, warmup=0)}
+    assert rows["produce -> view visible, p50 (roles, mock broker)"].median == 20.0
+    assert rows["produce -> view visible, p50 (roles, real broker)"].median == 35.0
+    ratio = rows["real / mock, p50 latency"]  # per run: 40/20 = 2.0 and 30/20 = 1.5
+    assert (ratio.median, ratio.low, ratio.high) == (1.75, 1.5, 2.0)
+    bulk = rows["real / mock, bulk records/s"]  # per run: (100/8)/(100/4) = 0.5 and 1.0
+    assert (bulk.low, bulk.high) == (0.5, 1.0)
+    names = [f.name for f in figures({"mock": mock, "real": real}, samples=3, bulk=100, warmup=0)]
+    assert names.index("produce -> view visible, p95 (roles, real broker)") == names.index(
+        "produce -> view visible, p95 (roles, mock broker)") + 1
