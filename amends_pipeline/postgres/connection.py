@@ -66,9 +66,9 @@ def open_connection(
 ) -> psycopg.Connection[Any]:
     """A new autocommit session whose search_path is ``schema``; StoreUnavailable on failure.
 
-    A failure to connect is reported without the driver's exception attached:
-    libpq may quote the connection string, password included, in its text.
-    The message carries the (redacted) reason instead.
+    libpq may quote the connection string, password included, in the text of
+    a failure to connect: the driver's exception stays attached as the cause,
+    with its text redacted like our message.
     """
     remember_dsn(conninfo)
     where = describe(conninfo)
@@ -80,11 +80,13 @@ def open_connection(
             application_name=application_name,
         )
     except psycopg.ProgrammingError as e:  # malformed DSN
-        msg = f"{where}: invalid connection string ({one_line(e)})"
-        raise StoreUnavailable(msg) from None
+        e.args = (one_line(e),)
+        msg = f"{where}: invalid connection string ({e})"
+        raise StoreUnavailable(msg) from e
     except psycopg.Error as e:
-        msg = f"{where}: cannot connect: {one_line(e)}"
-        raise StoreUnavailable(msg) from None
+        e.args = (one_line(e),)
+        msg = f"{where}: cannot connect: {e}"
+        raise StoreUnavailable(msg) from e
     try:
         if schema is not None:
             conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))

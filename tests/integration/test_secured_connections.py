@@ -461,3 +461,20 @@ def test_redaction_removes_dsn_passwords_even_from_texts_of_dsns_that_do_not_par
     assert redact("sasl.password=abc ssl.key.password = 'x y'") == "sasl.password=*** ssl.key.password = ***"
 
 
+
+
+def test_a_failed_connection_keeps_the_driver_error_as_cause_with_the_password_redacted(
+    login_role: LoginRole,
+) -> None:
+    import traceback
+
+    from amends_pipeline.postgres.connection import open_connection
+    from amends_pipeline.postgres.errors import StoreUnavailable
+
+    hidden = [login_role.password, quote(login_role.password, safe="")]
+    for dsn in [login_role.uri("Wr0ng-pw-x"), *malformed_dsns(login_role)]:
+        with pytest.raises(StoreUnavailable) as caught:
+            open_connection(dsn, None)
+        assert isinstance(caught.value.__cause__, psycopg.Error)
+        shown = "".join(traceback.format_exception(caught.value)) + repr(caught.value.__cause__)
+        assert all(h not in shown for h in hidden), shown
