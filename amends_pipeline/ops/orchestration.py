@@ -79,8 +79,7 @@ class Snapshot:
 
 
 def incarnation_of(m: Manifest) -> str:
-    topic_id = getattr(m, "source_topic_id", None)
-    return f"topic id {topic_id}" if topic_id else f"marker nonce {m.nonce}"
+    return f"topic id {m.source_topic_id}" if m.source_topic_id else f"marker nonce {m.nonce}"
 
 
 def snapshot(rt: Runtime, parts: Iterable[int] | None = None) -> Snapshot:
