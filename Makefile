@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-16)
 
 
-.PHONY: setup venv postgres kafka dagster up demo test test-unit lint bench fuzz-nightly sim-nightly clean
+.PHONY: setup venv postgres kafka chromium dagster up demo test test-unit lint bench fuzz-nightly sim-nightly clean
 
 setup: venv postgres kafka
 
@@ -25,6 +25,10 @@ postgres:
 kafka: venv
 	$(VENV)/bin/amends kafka fetch
 
+# Debian's Chromium for the browser test (tests/e2e/test_ui_browser.py); never a downloaded browser.
+chromium:
+	bash scripts/ensure-chromium.sh
+
 # The Dagster daemon and webserver on this checkout's dagster_home/ (needs AMENDS_KAFKA_BOOTSTRAP).
 dagster: setup
 	bash scripts/dagster.sh
@@ -37,7 +41,7 @@ up: setup
 demo: setup
 	$(VENV)/bin/amends demo
 
-test: setup
+test: setup chromium
 	$(PY) -m pytest
 
 test-unit: venv
