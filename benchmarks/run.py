@@ -58,12 +58,21 @@ def _e2e(a: argparse.Namespace) -> list[Figure]:
     return b.run(samples=60, bulk=20_000, runs=a.runs_slow)
 
 
+def _dagster(a: argparse.Namespace) -> list[Figure]:
+    from benchmarks import dagster_bench as b
+
+    if a.tiny:
+        return b.run(samples=2, role_samples=3)
+    return b.run(samples=12, role_samples=30)
+
+
 SUITES: dict[str, Suite] = {
     "core": _core,
     "durable": _durable,
     "oracle": _oracle,
     "simulator": _sim,
     "end-to-end": _e2e,
+    "dagster": _dagster,
 }
 
 
