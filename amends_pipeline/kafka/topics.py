@@ -328,8 +328,8 @@ class Reader:
                     expected = off + 1
                     yield m
                     given += 1
-                    if limit is not None and given >= limit:
-                        return
+                    if expected >= end or (limit is not None and given >= limit):
+                        return  # the range is covered: never wait a fetch for what lies past it
         except KafkaException as e:
             msg_0 = f"reading {self.topic}[{partition}]"
             raise _raise_from(msg_0, e) from e
