@@ -46,14 +46,14 @@ BIN = Path(sys.executable).parent
 
 
 def _measure(
-    dsn: str, schema: str, bootstrap: str, topic: str, samples: int, first: int, timeout: float
+    dsn: str, schema: str, bootstrap: str, topic: str, namespace: str, samples: int, first: int, timeout: float
 ) -> list[float]:
     w = Writer(bootstrap, **{"linger.ms": 0})
     lat: list[float] = []
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
         for i in range(first, first + samples):
-            oid = OutputID(CONFIG["namespace"], Family.BALANCE, KEY, ORIGIN_DAY + i).encoded
+            oid = OutputID(namespace, Family.BALANCE, KEY, ORIGIN_DAY + i).encoded
             w.produce(topic, 0, value(i), KEY.transport_key())
             w.flush()
             t0 = time.perf_counter()
@@ -71,7 +71,8 @@ def _mode(
     samples: int, warmup: int, timeout: float,
 ) -> list[float]:
     cfg = tmp / f"{name}.json"
-    cfg.write_text(json.dumps(CONFIG))
+    namespace = f"bench-dagster-{name}"  # relay locks are per namespace name across the database
+    cfg.write_text(json.dumps(dict(CONFIG, namespace=namespace)))
     src, out = f"bench-{name}-source", f"bench-{name}-output"
     with scratch_schema(dsn, f"bench_{name}") as schema:
         env = dict(broker.env(), AMENDS_PG_DSN=dsn, AMENDS_PG_SCHEMA=schema, AMENDS_CONFIG=str(cfg))
@@ -81,8 +82,8 @@ def _mode(
         )
         procs = start(env, cfg)
         try:
-            _measure(dsn, schema, broker.bootstrap, src, warmup, 0, timeout)
-            return _measure(dsn, schema, broker.bootstrap, src, samples, warmup, timeout)
+            _measure(dsn, schema, broker.bootstrap, src, namespace, warmup, 0, timeout)
+            return _measure(dsn, schema, broker.bootstrap, src, namespace, samples, warmup, timeout)
         finally:
             for p in procs:
                 try:
