@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import json
 
 from amends_core.records import RecordsError
 from amends_pipeline.commands._common import load_config, operational, read_bytes
+from amends_pipeline.commands._progress import Progress
 from amends_pipeline.errors import UsageError
 from amends_pipeline.kafka.load import plan
 from amends_pipeline.runtime import Runtime
@@ -28,6 +30,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("files", nargs="+", metavar="FILE")
     p.add_argument("--default-partition", type=int, default=0)
     p.add_argument("--topic", help="override the manifest's source topic")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument("--json", action="store_true", help='print {"topic", "messages"} instead of a sentence')
     p.set_defaults(func=run)
 
 
@@ -51,8 +55,16 @@ def run(args: argparse.Namespace) -> int:
         with rt.store("amends-load") as store:
             topic = rt.manifest(store).source_topic
     w = rt.writer()
-    for m in msgs:
-        w.produce(topic, m.partition, m.value, m.key)
-    w.flush()
-    print(f"loaded {len(msgs)} messages into {topic!r}")
+    progress = Progress(f"loading into {topic}", len(msgs), quiet=args.quiet or len(msgs) < 1000)
+    try:
+        for m in msgs:
+            w.produce(topic, m.partition, m.value, m.key)
+            progress.advance()
+        w.flush()
+    finally:
+        progress.close()
+    if args.json:
+        print(json.dumps({"topic": topic, "messages": len(msgs)}))
+    else:
+        print(f"loaded {len(msgs)} messages into {topic!r}")
     return 0

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 
 from amends_pipeline.commands._common import load_config, operational
+from amends_pipeline.commands._progress import Progress
 from amends_pipeline.errors import UsageError
 from amends_pipeline.ops.replay import rebuild, replay
 from amends_pipeline.runtime import Runtime
@@ -54,6 +56,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--in-process", action="store_true",
         help="run the worker here instead of through a Dagster backfill of refold_job",
     )
+    r.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    r.add_argument("--json", action="store_true", help="print the verification report as JSON")
     r.set_defaults(func=run_rebuild)
 
 
@@ -61,7 +65,6 @@ def _backfill(nrt: Runtime) -> str:
     """Refold the rebuild namespace through a Dagster backfill and wait for its runs."""
     from amends_pipeline.ops import backfill
 
-    print(f"launching a Dagster backfill of refold_job for {nrt.cfg.namespace!r}", file=sys.stderr)
     done = backfill.wait(backfill.launch(nrt.cfg.namespace))
     return f"backfill {done.backfill_id}: {done.runs} refold runs succeeded in {done.seconds:.1f}s"
 
@@ -88,7 +91,10 @@ def run_rebuild(args: argparse.Namespace) -> int:
             " instance a dagster-daemon serves (`make dagster`, docs/dagster.md); or pass --in-process"
         )
         raise UsageError(msg)
-    plan = rebuild(rt, args.new_namespace, args.output_topic, execute=args.execute, refold=refold)
+    progress = Progress("rebuild", quiet=args.quiet)
+    plan = rebuild(
+        rt, args.new_namespace, args.output_topic, execute=args.execute, refold=refold, say=progress.step
+    )
     if not plan.executed:
         print(
             f"rebuild possible: {rt.cfg.namespace!r} -> {plan.namespace!r} from {plan.source_topic!r}"
@@ -96,6 +102,11 @@ def run_rebuild(args: argparse.Namespace) -> int:
         )
         return 0
     assert plan.report is not None
+    if args.json:
+        doc = {"namespace": plan.namespace, "output_topic": plan.output_topic, "accepted": plan.accepted,
+               "refolded_by": plan.refolded_by, "report": plan.report.to_json()}
+        print(json.dumps(doc, indent=2, ensure_ascii=False))
+        return 0 if plan.accepted else 1
     if plan.refolded_by:
         print(plan.refolded_by)
     print(plan.report.render())

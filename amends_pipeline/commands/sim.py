@@ -57,7 +57,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--keep", type=int, default=3, metavar="F", help="soak: failures to shrink and write")
     p.add_argument("--verbose", "-v", action="store_true", help="replay: print every event")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.add_argument("--no-progress", "--quiet", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=run)
 
 

@@ -83,6 +83,7 @@ class RebuildPlan:
 def rebuild(
     rt: Runtime, new_namespace: str, output_topic: str, *, execute: bool, batch: int = 5000,
     refold: Callable[[Runtime], str] | None = None,
+    say: Callable[[str], None] = lambda _text: None,
 ) -> RebuildPlan:
     """Rebuild into ``new_namespace``; ``refold`` (e.g. a Dagster backfill) does the worker's part.
 
@@ -96,6 +97,7 @@ def rebuild(
         msg = "the rebuild namespace must differ from the original"
         raise OperationError(msg)
     new_cfg: Config = old.with_namespace(new_namespace)
+    say("checking that the whole source is still retained")
     with rt.store("amends-rebuild") as store:
         m = rt.manifest(store)
         if output_topic == m.output_topic:
@@ -106,6 +108,7 @@ def rebuild(
         original = store.snapshot(evidence=False, outbox="none")
     if not execute:
         return RebuildPlan(new_namespace, output_topic, m.source_topic, False, None)
+    say(f"registering {new_namespace!r} with output topic {output_topic!r}")
     nrt = Runtime(new_cfg, dsn=rt.dsn, schema=rt.schema, bootstrap=rt.kafka())
     ensure_topic(nrt, output_topic, new_cfg.partitions, output=True)
     with nrt.store("amends-rebuild") as nstore:
@@ -129,8 +132,12 @@ def rebuild(
         ):
             msg = f"namespace {new_namespace!r} already exists with another binding"
             raise OperationError(msg)
+    if refold is not None:
+        say("refolding every partition through a Dagster backfill of refold_job")
     ran = refold(nrt) if refold is not None else None
+    say("running worker, relay and view until idle" if ran is None else "publishing and applying the output")
     drain(nrt, batch)
+    say("verifying against the oracle")
     report = verify_namespace(nrt)
     accepted = report.accepts(list(original.rejections), original.conflicts())
     return RebuildPlan(new_namespace, output_topic, m.source_topic, True, report, accepted, ran)

@@ -183,3 +183,23 @@ def test_commands_fail_with_one_line_on_a_wrong_dsn_or_missing_bootstrap(pipelin
     env.pop("AMENDS_KAFKA_BOOTSTRAP")
     r = subprocess.run([AMENDS, "provision", "--config", CFG], env=env, capture_output=True, text=True, check=False)
     assert r.returncode == 2 and "AMENDS_KAFKA_BOOTSTRAP" in r.stderr
+
+
+def test_load_and_rebuild_report_progress_on_stderr_and_machine_readable_results_on_stdout(pipeline: Pipeline) -> None:
+    p = pipeline
+    p.provision()
+    r = p.run("load", "--config", CFG, "--json", str(FIXTURE / "before.jsonl"))
+    assert r.returncode == 0 and json.loads(r.stdout) == {"topic": p.source_topic, "messages": 3}
+    p.roles_until_idle()
+    rebuilt = p.output_topic + "-rb"
+    r = p.run("rebuild", "--config", CFG, "--new-namespace", "core-demo-rb", "--output-topic", rebuilt,
+              "--execute", "--in-process", "--json", timeout=180)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["accepted"] is True and doc["report"]["status"] == "PASS"
+    phases = [line.split("rebuild: ", 1)[1] for line in r.stderr.splitlines() if "rebuild: " in line]
+    assert phases[0] == "checking that the whole source is still retained"
+    assert phases[-1] == "verifying against the oracle"
+    quiet = p.run("rebuild", "--config", CFG, "--new-namespace", "core-demo-rb", "--output-topic", rebuilt,
+                  "--execute", "--in-process", "--quiet", timeout=180)
+    assert quiet.returncode == 0 and "rebuild: " not in quiet.stderr
