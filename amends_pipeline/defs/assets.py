@@ -18,6 +18,10 @@ from amends_pipeline.runtime import Runtime
 GROUP = "amends"
 
 
+REFOLD_BUDGET_SECONDS = 60.0
+"""A refold run stops after this long; the source sensor requests another for what is left."""
+
+
 def _runtime(context: dg.AssetExecutionContext, amends: AmendsResource) -> Runtime:
     return amends.runtime(context.run.tags.get(NAMESPACE_TAG))
 
@@ -45,7 +49,9 @@ def _snapshot_end(context: dg.AssetExecutionContext) -> int | None:
 def refold(context: dg.AssetExecutionContext, amends: AmendsResource) -> dg.MaterializeResult:
     """Incremental processing from the database frontier to the snapshot's end, in fenced batches."""
     rt = _runtime(context, amends)
-    summary = orchestration.refold(rt, int(context.partition_key), until=_snapshot_end(context))
+    summary = orchestration.refold(
+        rt, int(context.partition_key), until=_snapshot_end(context), budget_seconds=REFOLD_BUDGET_SECONDS
+    )
     return dg.MaterializeResult(metadata={"namespace": rt.cfg.namespace, **metadata.refold(summary)})
 
 

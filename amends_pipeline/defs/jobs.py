@@ -17,6 +17,10 @@ refold_job = dg.define_asset_job(
     "refold_job",
     selection=dg.AssetSelection.assets(source_snapshot, refold),
     executor_def=dg.in_process_executor,
+    # Each run refolds for at most REFOLD_BUDGET_SECONDS (the sensor asks for another for
+    # the rest); run monitoring fails a run older than this, such as one whose process
+    # died with a killed daemon, so it never holds its partition's concurrency slot.
+    tags={"dagster/max_runtime": "120"},
     description="Snapshot one source partition and refold it from the database frontier to that end.",
 )
 

@@ -14,6 +14,8 @@ cursor or a duplicate request costs at most a no-op run.
 """
 
 
+import time
+
 import dagster as dg
 
 from amends_pipeline.defs import metadata
@@ -21,7 +23,7 @@ from amends_pipeline.defs.assets import published_envelopes, view
 from amends_pipeline.defs.jobs import PARTITION_TAG, TARGET_TAG, boundary_job, refold_job
 from amends_pipeline.defs.resources import AmendsResource
 from amends_pipeline.ops import orchestration
-from amends_pipeline.ops.sensing import boundary_request, refold_requests
+from amends_pipeline.ops.sensing import boundary_request, live_partitions, refold_requests
 
 TICK_BUDGET_SECONDS = 20.0
 IN_FLIGHT = [
@@ -42,7 +44,20 @@ def _runs(context: dg.SensorEvaluationContext, statuses: list[dg.DagsterRunStatu
 def source_sensor(context: dg.SensorEvaluationContext, amends: AmendsResource) -> dg.SensorResult:
     """Request refold runs for partitions with unprocessed source records."""
     snap = orchestration.snapshot(amends.runtime())
-    in_flight = {int(r.tags[PARTITION_TAG]) for r in _runs(context, IN_FLIGHT) if PARTITION_TAG in r.tags}
+    records = context.instance.get_run_records(
+        filters=dg.RunsFilter(job_name=refold_job.name, statuses=IN_FLIGHT), limit=200
+    )
+    in_flight = live_partitions(
+        [
+            (
+                int(r.dagster_run.tags[PARTITION_TAG]),
+                r.dagster_run.status == dg.DagsterRunStatus.QUEUED,
+                r.start_time or r.create_timestamp.timestamp(),
+            )
+            for r in records if PARTITION_TAG in r.dagster_run.tags
+        ],
+        now=time.time(),
+    )
     failed = [
         (int(r.tags[PARTITION_TAG]), int(r.tags[TARGET_TAG]))
         for r in _runs(context, [dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED])

@@ -37,6 +37,24 @@ def refold_requests(
     return out
 
 
+STALE_RUN_SECONDS = 150.0
+"""A refold run started longer ago than this no longer holds its partition back (runs take seconds)."""
+
+
+def live_partitions(
+    runs: Iterable[tuple[int, bool, float]], now: float, stale_after: float = STALE_RUN_SECONDS
+) -> set[int]:
+    """Partitions with a refold run that still counts as in flight: (partition, queued, started_at).
+
+    A queued run always counts (it will start). A started run counts only while
+    it is younger than ``stale_after``: a run whose process died with a killed
+    daemon stays STARTED in Dagster's storage forever, and must not hold its
+    partition back. Requesting another run is safe even if the old one still
+    lives: the new run claims a new epoch and fences the old one out.
+    """
+    return {p for p, queued, started in runs if queued or now - started < stale_after}
+
+
 def boundary_request(snap: Snapshot, last_verified: str | None) -> str | None:
     """The run key of a verification to launch, or None (not drained, or already verified)."""
     if not snap.drained or snap.boundary_key == (last_verified or None):

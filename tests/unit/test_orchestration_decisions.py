@@ -103,3 +103,12 @@ def test_the_workspace_loads_and_validates() -> None:
     )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "All code locations passed validation" in r.stdout + r.stderr
+
+
+def test_a_run_left_started_by_a_killed_daemon_stops_holding_its_partition_back() -> None:
+    from amends_pipeline.ops.sensing import STALE_RUN_SECONDS, live_partitions
+
+    now = 10_000.0
+    runs = [(0, False, now - STALE_RUN_SECONDS - 1), (1, False, now - 5), (2, True, now - 10 * STALE_RUN_SECONDS)]
+    assert live_partitions(runs, now) == {1, 2}
+    assert refold_requests(snap(state(0, 10, 3)), live_partitions(runs, now), []) != []
