@@ -21,6 +21,7 @@ few seconds apart, and reported as their median.
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -28,7 +29,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import psycopg
@@ -62,6 +63,8 @@ BROKER_TEXT = {
     ),
 }
 BATCH = 1000
+MOCK_PARTITION_BYTES = 5 * 1024 * 1024
+"""The mock cluster keeps at most about this much per partition and drops older records."""
 GROUP = "end to end"
 
 
@@ -91,6 +94,8 @@ class Measured:
     """... until the relay had acknowledged every outbox row."""
     view_s: float
     """... until the last record's balance row was visible in the view."""
+    load: tuple[float, float] = (0.0, 0.0)
+    """The machine's 1-minute load average when the run started and when it ended."""
 
     def p(self, q: float) -> float:
         return statistics.median(self.latency_ms) if q == 0.5 else percentile(self.latency_ms, q)
@@ -146,6 +151,12 @@ def _visible(conn: psycopg.Connection, i: int) -> bool:
 
 def measure(kind: str, samples: int, bulk: int, warmup: int = 5) -> Measured:
     """One run on a fresh broker of ``kind`` ("mock" or "real") and a fresh schema."""
+    load0 = os.getloadavg()[0]
+    m = _measure(kind, samples, bulk, warmup)
+    return replace(m, load=(load0, os.getloadavg()[0]))
+
+
+def _measure(kind: str, samples: int, bulk: int, warmup: int) -> Measured:
     dsn = dsn_from_env()
     with tempfile.TemporaryDirectory() as tmp_s, scratch_schema(dsn, "bench_e2e") as schema:
         tmp = Path(tmp_s)
@@ -221,6 +232,15 @@ def _bulk(w: Writer, conn: psycopg.Connection, roles: _Roles, start: int, bulk: 
 
 def run(samples: int = 60, bulk: int = 20_000, runs: int = 3, warmup: int = 5) -> list[Figure]:
     """``runs`` alternating runs on each broker; figures are medians over runs (range min – max)."""
+    # value, key and record overhead; the mock keeps ~4.5 MiB of small records (docs/devbroker.md)
+    size = sum(len(value(i)) + 30 for i in range(samples + warmup + bulk))
+    if size > 0.9 * MOCK_PARTITION_BYTES:
+        msg = (
+            f"{samples + warmup + bulk:,} records (~{size / 2**20:.1f} MiB) would not stay retained on the"
+            f" mock cluster (about {MOCK_PARTITION_BYTES / 2**20:.0f} MiB per partition): the worker would"
+            " stop with SourceLost; use a smaller bulk"
+        )
+        raise ValueError(msg)
     got: dict[str, list[Measured]] = {k: [] for k in BROKERS}
     for n in range(runs):
         for kind in BROKERS if n % 2 == 0 else BROKERS[::-1]:
@@ -232,6 +252,13 @@ def figures(got: dict[str, list[Measured]], samples: int, bulk: int, warmup: int
     """Rows for each metric: mock, real, and the real/mock ratio of the same runs."""
     runs = len(got["mock"])
     same = f"per run, real and mock measured back to back ({runs} run{'s' * (runs != 1)})"
+    loads = [x for ms in got.values() for m in ms for x in m.load]
+    note = (
+        f"{len(BROKERS)} brokers x {runs} run{'s' * (runs != 1)}, alternating which broker goes first."
+        f" The machine ({os.cpu_count()} CPUs) was shared: its 1-minute load average was"
+        f" {min(loads):.1f} – {max(loads):.1f} during these runs, so absolute figures are noisy"
+        " and inflated; read the real/mock ratios, taken from runs a few seconds apart."
+    )
     per_run = f"{samples} single records per run after {warmup} warm-up records"
     out: list[Figure] = []
     for q, label in ((0.5, "p50"), (0.95, "p95"), (0.99, "p99")):
@@ -243,7 +270,7 @@ def figures(got: dict[str, list[Measured]], samples: int, bulk: int, warmup: int
             ))
         out.append(figure(
             GROUP, f"real / mock, {label} latency", [r.p(q) / m.p(q) for r, m in zip(got["real"], got["mock"], strict=True)],
-            "x", same,
+            "x", same, **({"note": note} if q == 0.5 else {}),
         ))
     for kind in BROKERS:
         ms = got[kind]
