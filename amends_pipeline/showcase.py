@@ -130,11 +130,11 @@ def run(progress: Progress, *, prefer_broker: str = "auto") -> tuple[str, list[S
     """Run the three stages; returns the broker kind and each stage's outcome."""
     import dagster as dg
 
-    from amends_pipeline.defs.assets import VERIFICATION_KEY
     from amends_pipeline.defs.definitions import build
     from amends_pipeline.defs.jobs import boundary_job, refold_job
     from amends_pipeline.defs.resources import AmendsResource
     from amends_pipeline.defs.sensors import relay_sensor
+    from amends_pipeline.defs.verification_record import VERIFICATION_KEY
     from amends_pipeline.kafka.load import plan
     from amends_pipeline.ops.provision import provision
     from amends_pipeline.postgres.reports import read_certified

@@ -24,7 +24,7 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -180,24 +180,3 @@ def wait_http(url: str, children: list[Child], timeout: float, stopped: Callable
         time.sleep(0.5)
 
 
-@dataclass(frozen=True, slots=True)
-class Verification:
-    status: str
-    passed: bool
-    boundary: str
-    run_id: str
-    """The run that evaluated the check (``boundary_job``, which certifies after a pass)."""
-
-
-def latest_verification(instance: Any) -> Verification | None:
-    """The latest evaluation of the ``verification`` check (None: none finished yet)."""
-    from amends_pipeline.defs.assets import VERIFICATION_KEY
-
-    rec = instance.event_log_storage.get_latest_asset_check_execution_by_key([VERIFICATION_KEY]).get(
-        VERIFICATION_KEY
-    )
-    ev = getattr(getattr(getattr(rec, "event", None), "dagster_event", None), "event_specific_data", None)
-    if ev is None or not hasattr(ev, "metadata"):
-        return None
-    md = {k: getattr(v, "value", v) for k, v in ev.metadata.items()}
-    return Verification(str(md.get("status")), bool(ev.passed), str(md.get("boundary")), str(rec.run_id))

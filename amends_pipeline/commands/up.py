@@ -358,8 +358,8 @@ class Session:
 
     def _await_verification(self, rt: Any, instance: Any, what: str) -> bool:
         """Wait until the daemon verified the current boundary and that run (with certification) ended."""
+        from amends_pipeline.defs.verification_record import latest_verification
         from amends_pipeline.ops.orchestration import snapshot
-        from amends_pipeline.upsession import latest_verification
 
         t0 = time.monotonic()
         while time.monotonic() - t0 < STAGE_DEADLINE_S:

@@ -10,6 +10,7 @@ import dagster as dg
 from amends_pipeline.defs import metadata
 from amends_pipeline.defs.partitions import SOURCE_PARTITIONS
 from amends_pipeline.defs.resources import AmendsResource
+from amends_pipeline.defs.verification_record import latest_verification
 from amends_pipeline.ops import certify, orchestration, plot
 from amends_pipeline.ops.tags import NAMESPACE_TAG
 from amends_pipeline.postgres.reports import read_certified
@@ -80,30 +81,20 @@ def oracle(amends: AmendsResource) -> dg.MaterializeResult:
     return dg.MaterializeResult(metadata=metadata.oracle(certify.run_oracle(amends.runtime())))
 
 
-VERIFICATION_KEY = dg.AssetCheckKey(oracle.key, "verification")
 
 
 @dg.asset(group_name=GROUP, deps=[oracle, view], kinds={"postgres"})
 def certified_balances(context: dg.AssetExecutionContext, amends: AmendsResource) -> dg.MaterializeResult:
     """Balances and alerts vouched for by the latest accepted verification, as PostgreSQL tables."""
-    latest = context.instance.event_log_storage.get_latest_asset_check_execution_by_key([VERIFICATION_KEY])
-    md = _check_metadata(latest.get(VERIFICATION_KEY))
+    v = latest_verification(context.instance)
     rt = amends.runtime()
-    boundary, status = str(md.get("boundary", "")), str(md.get("status", ""))
-    counts = certify.certify(rt, boundary, status, md.get("accepted") is True)
+    boundary, status = (v.boundary, v.status) if v else ("", "")
+    counts = certify.certify(rt, boundary, status, v is not None and v.passed)
     with rt.store("amends-certify") as store:
         balances, alerts = read_certified(store)
     alert_days = {(a[0], a[1], a[2]) for a in alerts}
     preview = [(b[0], b[1], b[2], b[3], "yes" if (b[0], b[1], b[2]) in alert_days else "") for b in balances]
     chart = dg.MetadataValue.md(plot.certified_markdown(rt))
     return dg.MaterializeResult(
-        metadata={**metadata.certified(counts, str(md["boundary"]), preview), "balance_history": chart}
+        metadata={**metadata.certified(counts, boundary, preview), "balance_history": chart}
     )
-
-
-def _check_metadata(record: object) -> dict[str, object]:
-    """The plain values of a check execution's metadata ({} when there is none)."""
-    event = getattr(record, "event", None)
-    evaluation = getattr(getattr(event, "dagster_event", None), "event_specific_data", None)
-    raw = getattr(evaluation, "metadata", None) or {}
-    return {k: getattr(v, "value", v) for k, v in raw.items()}

@@ -27,9 +27,8 @@ import subprocess
 import time
 import uuid
 from collections.abc import Mapping
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 KAFKA_VERSION = "4.4.0"
 ARTIFACT = f"org.apache.kafka:kafka_2.13:{KAFKA_VERSION}"
@@ -387,12 +386,3 @@ class RealBroker:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-@contextmanager
-def running(workdir: Path, settings: Mapping[str, str] | None = None) -> Iterator[RealBroker]:
-    broker = RealBroker(workdir, settings)
-    try:
-        yield broker.start()
-    finally:
-        broker.stop()

@@ -15,7 +15,6 @@ a thin shell over these functions, which are tested on their own.
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -256,10 +255,3 @@ def apply_view(rt: Runtime, parts: Sequence[int] | None = None, *, budget_second
                             time.perf_counter() - t1)
             )
     return out
-
-
-def rejection_counts(rows: Iterable[tuple[str, int]]) -> dict[str, int]:
-    c: Counter[str] = Counter()
-    for reason, n in rows:
-        c[reason] += n
-    return dict(sorted(c.items()))

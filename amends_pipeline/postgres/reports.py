@@ -7,7 +7,7 @@ certified tables are written only behind an accepted verification (see
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date
 
@@ -98,17 +98,6 @@ def read_certified(store: PgStore) -> tuple[list[BalanceOut], list[AlertOut]]:
             (store.ns_id,),
         ).fetchall()
     return [tuple(r) for r in bal], [tuple(r) for r in al]  # type: ignore[misc]
-
-
-def last_certified(store: PgStore) -> Sequence[object] | None:
-    """(certified_id, boundary, status, certified_at) of the latest certification, if any."""
-    with store.db.transaction("reading the latest certification") as conn:
-        row = conn.execute(
-            "SELECT certified_id, boundary, status, certified_at FROM certified_boundaries"
-            " WHERE ns_id = %s ORDER BY certified_id DESC LIMIT 1",
-            (store.ns_id,),
-        ).fetchone()
-    return row
 
 
 def replaced_versions(store: PgStore, current: Mapping[OutputID, int]) -> dict[OutputID, Envelope]:

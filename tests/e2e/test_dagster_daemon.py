@@ -24,7 +24,7 @@ from typing import Any
 import dagster as dg
 import pytest
 
-from amends_pipeline.defs.assets import VERIFICATION_KEY
+from amends_pipeline.defs.verification_record import latest_verification
 from amends_pipeline.kafka.realbroker import RealBroker
 from amends_pipeline.postgres.ensure import create_database, drop_database, scratch_database_name
 from amends_pipeline.postgres.migrate import scratch_schema
@@ -104,15 +104,6 @@ def _expected(stage: int) -> dict[str, Any]:
     return json.loads((FIXTURE / "expected" / EXPECTED[stage]).read_text())["view"]["keys"][0]
 
 
-def _latest_verification(instance: dg.DagsterInstance) -> tuple[str, bool, str] | None:
-    rec = instance.event_log_storage.get_latest_asset_check_execution_by_key([VERIFICATION_KEY]).get(VERIFICATION_KEY)
-    ev = getattr(getattr(getattr(rec, "event", None), "dagster_event", None), "event_specific_data", None)
-    if ev is None or not hasattr(ev, "metadata"):  # none yet, or planned and still running
-        return None
-    md = {k: getattr(v, "value", v) for k, v in ev.metadata.items()}
-    return str(md.get("status")), bool(ev.passed), str(md.get("boundary"))
-
-
 def _wait_for_certified(p: Pipeline, d: Dagster, stage: int, deadline_s: float = 120) -> None:
     """Poll until the latest verification passed at the boundary of this stage and the view shows it."""
     want = _expected(stage)
@@ -120,8 +111,8 @@ def _wait_for_certified(p: Pipeline, d: Dagster, stage: int, deadline_s: float =
     last: Any = None
     with d.instance() as instance:
         while time.monotonic() < deadline:
-            last = _latest_verification(instance)
-            if last and last[1] and p.verify().returncode == 0:
+            last = latest_verification(instance)
+            if last and last.passed and p.verify().returncode == 0:
                 shown = p.ok("view", "--config", CFG, "--last", "0")
                 if all(f"{b['close']:,}" in shown for b in want["balances"]) and _certified_matches(p, want):
                     return

@@ -21,11 +21,11 @@ from pathlib import Path
 
 import dagster as dg
 
+from amends_pipeline.defs.verification_record import CheckedBoundary, latest_verification
 from amends_pipeline.kafka.realbroker import free_port
 from amends_pipeline.postgres.ensure import drop_database, scratch_database_name
 from amends_pipeline.postgres.migrate import drop_schema
 from amends_pipeline.postgres.urls import sqlalchemy_url
-from amends_pipeline.upsession import Verification, latest_verification
 
 AMENDS = str(Path(sys.executable).with_name("amends"))
 
@@ -67,7 +67,7 @@ class Up:
         with dg.DagsterInstance.from_config(str(self.state / "dagster_home")) as inst:
             yield inst
 
-    def wait_for_verification(self, deadline_s: float, *, beyond_source_end: int = 0) -> Verification:
+    def wait_for_verification(self, deadline_s: float, *, beyond_source_end: int = 0) -> CheckedBoundary:
         """The daemon's latest verification once it PASSed at a boundary past ``beyond_source_end``."""
         deadline = time.monotonic() + deadline_s
         last = None

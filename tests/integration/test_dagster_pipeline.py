@@ -18,15 +18,12 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from amends_pipeline.defs.assets import (
-    VERIFICATION_KEY,
-    published_envelopes,
-    view,
-)
+from amends_pipeline.defs.assets import published_envelopes, view
 from amends_pipeline.defs.definitions import build
 from amends_pipeline.defs.jobs import boundary_job, refold_job
 from amends_pipeline.defs.resources import AmendsResource
 from amends_pipeline.defs.sensors import boundary_sensor, relay_sensor, source_sensor, view_sensor
+from amends_pipeline.defs.verification_record import VERIFICATION_KEY
 from amends_pipeline.kafka.load import plan
 from amends_pipeline.kafka.realbroker import RealBroker
 from amends_pipeline.ops import orchestration
