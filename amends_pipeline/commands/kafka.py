@@ -28,6 +28,8 @@ the installed Java as one KRaft node (broker and controller) on loopback.
   start --dir D    start a broker in the background with its data and logs in D;
                    prints bootstrap=HOST:PORT and writes D/state.json
   stop --dir D     stop the broker started in D (by its PID)
+  address --dir D  print the bootstrap address of the broker running from D,
+                   e.g. export AMENDS_KAFKA_BOOTSTRAP=$(amends kafka address --dir D)
 
 Export the printed address as AMENDS_KAFKA_BOOTSTRAP.
 """
@@ -40,7 +42,7 @@ def register(subparsers: Any) -> None:
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("action", choices=["fetch", "run", "start", "stop"])
+    parser.add_argument("action", choices=["fetch", "run", "start", "stop", "address"])
     parser.add_argument("--dir", type=Path, help="data and log folder (default: a new temporary folder)")
     parser.add_argument("--port", type=int, help="listener port (default: a free one)")
     parser.add_argument(
@@ -85,6 +87,11 @@ def _run(args: argparse.Namespace) -> int:
             msg = "stop needs --dir, the folder given to start"
             raise UsageError(msg)
         return _stop(args.dir)
+    if args.action == "address":
+        if args.dir is None:
+            msg = "address needs --dir, the folder given to start"
+            raise UsageError(msg)
+        return _address(args.dir)
     topics = [parse_topic(t) for t in args.topic]
     settings = _settings(args.set)
     workdir = args.dir or Path(tempfile.mkdtemp(prefix="amends-kafka-"))
@@ -148,6 +155,27 @@ def _start_background(workdir: Path, args: argparse.Namespace) -> int:
     info = json.loads(state.read_text())
     print(f"bootstrap={info['bootstrap']}")
     print(f"dir={workdir}")
+    return 0
+
+
+def _address(workdir: Path) -> int:
+    """Print the bootstrap address of the broker running from ``workdir`` (for shell capture)."""
+    state = _state_path(workdir)
+    try:
+        info = json.loads(state.read_text())
+        pid = int(info["pid"])
+        address = str(info["bootstrap"])
+    except (OSError, ValueError, KeyError, TypeError):
+        print(f"amends kafka: no running broker in {workdir}: start one with"
+              f" `amends kafka start --dir {workdir}`", file=sys.stderr)
+        return 1
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        print(f"amends kafka: the broker of {workdir} (process {pid}) is not running: start it with"
+              f" `amends kafka start --dir {workdir}`", file=sys.stderr)
+        return 1
+    print(address)
     return 0
 
 

@@ -60,6 +60,10 @@ def test_amends_kafka_start_prints_a_bootstrap_and_stop_ends_the_broker(tmp_path
     assert r.returncode == 0, r.stderr
     bootstrap = next(x.split("=", 1)[1] for x in r.stdout.splitlines() if x.startswith("bootstrap="))
     try:
+        addr = subprocess.run(
+            [AMENDS, "kafka", "address", "--dir", str(d)], capture_output=True, text=True, timeout=60, check=False
+        )
+        assert (addr.returncode, addr.stdout) == (0, bootstrap + "\n"), addr.stderr
         with Reader(bootstrap, "cli-topic") as rd:
             assert rd.partitions() == 2
     finally:
@@ -70,6 +74,10 @@ def test_amends_kafka_start_prints_a_bootstrap_and_stop_ends_the_broker(tmp_path
     pids = subprocess.run(["pgrep", "-f", str(d / "server.properties")], capture_output=True, text=True, check=False)
     assert pids.stdout.strip() == "", f"broker still running: {pids.stdout}"
     assert not (d / "state.json").exists()
+    gone = subprocess.run(
+        [AMENDS, "kafka", "address", "--dir", str(d)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert gone.returncode == 1 and gone.stdout == "" and "no running broker" in gone.stderr
 
 
 def test_amends_kafka_stop_without_a_started_broker_says_so(tmp_path: Path) -> None:
