@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import enum
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -40,6 +41,7 @@ from amends_core.ledger import (
     Payload,
     Projection,
     Rejection,
+    RejectReason,
     Status,
     StockKey,
     compact_json,
@@ -133,6 +135,16 @@ class Report:
     def rejection_refs(self) -> tuple[RejectionRef, ...]:
         return tuple(sorted(_ref(r) for r in self.rejections))
 
+    def expectation_difference(
+        self,
+        expected_rejections: Iterable[RejectionRef | Rejection],
+        expected_conflicts: Iterable[Conflict],
+    ) -> ExpectationDifference:
+        """How explicit manifests differ from the exclusions this report found."""
+        return expectation_difference(
+            expected_rejections, expected_conflicts, self.rejection_refs, self.conflicts
+        )
+
     def accepts(
         self,
         expected_rejections: Iterable[RejectionRef | Rejection],
@@ -142,17 +154,15 @@ class Report:
 
         PASS only when nothing is expected; PASS_WITH_EXCLUSIONS only when the
         rejection manifest (coordinates and reason) and the conflict manifest
-        equal the report's exactly; every other status never accepts.
+        equal the report's exactly (no difference); every other status never accepts.
         """
-        rejections = sorted(
-            r if isinstance(r, RejectionRef) else _ref(r) for r in expected_rejections
-        )
-        conflicts = sorted(expected_conflicts)
-        if self.status is VerifyStatus.PASS:
-            return not rejections and not conflicts
-        if self.status is VerifyStatus.PASS_WITH_EXCLUSIONS:
-            return rejections == list(self.rejection_refs) and conflicts == sorted(self.conflicts)
-        return False
+        if self.status not in (VerifyStatus.PASS, VerifyStatus.PASS_WITH_EXCLUSIONS):
+            return False
+        found_rejections = () if self.status is VerifyStatus.PASS else self.rejection_refs
+        found_conflicts = () if self.status is VerifyStatus.PASS else self.conflicts
+        return expectation_difference(
+            expected_rejections, expected_conflicts, found_rejections, found_conflicts
+        ).empty
 
     def to_json(self) -> dict[str, Any]:
         """Machine-readable form with every difference."""
@@ -196,16 +206,118 @@ class Report:
             f" {len(self.conflicts)} conflicts, {len(self.differences)} differences"
         )
         for p in self.blocked[:max_rows]:
-            refs = ", ".join(f"{r.txn_id}@{r.revision}" for r in p.reasons)
-            lines.append(f"  blocked {p.key.item}/{p.key.location}: {refs}")
+            refs = ", ".join(f"{printable(r.txn_id)}@{r.revision}" for r in p.reasons)
+            lines.append(f"  blocked {_key_text(p.key)}: {refs}")
         _more(lines, len(self.blocked), max_rows)
         for d in self.differences[:max_rows]:
             lines.append(
-                f"  {d.kind.value} {d.subject}:"
+                f"  {d.kind.value} {printable(d.subject)}:"
                 f" expected {_short(d.expected)}, actual {_short(d.actual)}"
             )
         _more(lines, len(self.differences), max_rows)
+        by_reason: dict[RejectReason, list[RejectionRef]] = {}
+        for ref in self.rejection_refs:
+            by_reason.setdefault(ref.reason, []).append(ref)
+        for reason in sorted(by_reason, key=list(RejectReason).index):
+            group = by_reason[reason]
+            at = ", ".join(f"{r.partition}/{r.offset}" for r in group[:max_rows])
+            more = f", ... and {len(group) - max_rows} more" if len(group) > max_rows else ""
+            lines.append(f"  rejected {reason.value}: {len(group)} at partition/offset {at}{more}")
+        for c in self.conflicts[:max_rows]:
+            lines.append(f"  conflict {_conflict_text(c)}")
+        _more(lines, len(self.conflicts), max_rows)
         return "\n".join(lines)
+
+
+@dataclass(frozen=True, slots=True)
+class ExpectationDifference:
+    """Explicit manifests against the exclusions a report found (multisets, sorted).
+
+    ``missing_*`` are expected but not found; ``unexpected_*`` are found but not expected.
+    """
+
+    missing_rejections: tuple[RejectionRef, ...] = ()
+    unexpected_rejections: tuple[RejectionRef, ...] = ()
+    missing_conflicts: tuple[Conflict, ...] = ()
+    unexpected_conflicts: tuple[Conflict, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not (
+            self.missing_rejections
+            or self.unexpected_rejections
+            or self.missing_conflicts
+            or self.unexpected_conflicts
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "matches": self.empty,
+            "missing": {
+                "rejections": [r.to_json() for r in self.missing_rejections],
+                "conflicts": [_conflict_json(c) for c in self.missing_conflicts],
+            },
+            "unexpected": {
+                "rejections": [r.to_json() for r in self.unexpected_rejections],
+                "conflicts": [_conflict_json(c) for c in self.unexpected_conflicts],
+            },
+        }
+
+    def render(self, max_rows: int = 20) -> str:
+        """One line per entry (at most ``max_rows`` per list); a single line when they match."""
+        if self.empty:
+            return "  expectations: match"
+        lines: list[str] = []
+        groups: tuple[tuple[str, str, Sequence[RejectionRef | Conflict]], ...] = (
+            ("missing", "expected, not found", self.missing_rejections),
+            ("unexpected", "found, not expected", self.unexpected_rejections),
+            ("missing", "expected, not found", self.missing_conflicts),
+            ("unexpected", "found, not expected", self.unexpected_conflicts),
+        )
+        for word, why, entries in groups:
+            for e in entries[:max_rows]:
+                if isinstance(e, RejectionRef):
+                    text = f"rejection {e.reason.value} at partition/offset {e.partition}/{e.offset}"
+                else:
+                    text = f"conflict {_conflict_text(e)}"
+                lines.append(f"  {word} {text} ({why})")
+            _more(lines, len(entries), max_rows)
+        return "\n".join(lines)
+
+
+def expectation_difference(
+    expected_rejections: Iterable[RejectionRef | Rejection],
+    expected_conflicts: Iterable[Conflict],
+    found_rejections: Iterable[RejectionRef | Rejection],
+    found_conflicts: Iterable[Conflict],
+) -> ExpectationDifference:
+    """Which expected entries are missing and which found entries are unexpected.
+
+    Rejections compare by (partition, offset, reason); entries count with
+    multiplicity, so an entry expected twice and found once is missing once.
+    """
+    want_r = Counter(_as_ref(r) for r in expected_rejections)
+    have_r = Counter(_as_ref(r) for r in found_rejections)
+    want_c, have_c = Counter(expected_conflicts), Counter(found_conflicts)
+    return ExpectationDifference(
+        tuple(sorted((want_r - have_r).elements())),
+        tuple(sorted((have_r - want_r).elements())),
+        tuple(sorted((want_c - have_c).elements())),
+        tuple(sorted((have_c - want_c).elements())),
+    )
+
+
+def printable(text: str) -> str:
+    """``text`` as it is when every character is printable, else quoted with escapes (repr)."""
+    return text if text.isprintable() else repr(text)
+
+
+def _key_text(key: StockKey) -> str:
+    return f"{printable(key.item)}/{printable(key.location)}"
+
+
+def _conflict_text(c: Conflict) -> str:
+    return f"{_key_text(c.key)} txn_id {printable(c.txn_id)} revision {c.revision}"
 
 
 def _more(lines: list[str], total: int, shown: int) -> None:
@@ -225,6 +337,10 @@ def _short(value: Any, limit: int = 160) -> str:
 
 def _ref(r: Rejection) -> RejectionRef:
     return RejectionRef(r.record.coords.partition, r.record.coords.offset, r.reason)
+
+
+def _as_ref(r: RejectionRef | Rejection) -> RejectionRef:
+    return r if isinstance(r, RejectionRef) else _ref(r)
 
 
 def _bytes_json(raw: bytes | None, name: str) -> dict[str, Any]:
@@ -484,9 +600,12 @@ __all__ = [
     "Counts",
     "DiffKind",
     "Difference",
+    "ExpectationDifference",
     "Report",
     "VerifyStatus",
+    "expectation_difference",
     "memory_boundary",
+    "printable",
     "verify",
     "verify_memory",
 ]

@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
+from typing import Any
 
 from amends_core.ledger import Conflict, RejectReason, StockKey
 from amends_core.result import RejectionRef
+from amends_core.verify import ExpectationDifference, Report, VerifyStatus
 from amends_pipeline.commands._common import load_config, operational, read_bytes
 from amends_pipeline.errors import UsageError
 from amends_pipeline.ops.verify import verify_namespace
@@ -25,8 +28,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             " everything from the source"
             " topic with the independent oracle and prints the report: PASS,"
             " PASS_WITH_EXCLUSIONS, BLOCKED, DRIFT, INCOMPLETE or ERROR with every differing"
-            " row. Exit 0 only for an accepted report: PASS, or PASS_WITH_EXCLUSIONS when"
-            " --expect lists exactly the rejections and conflicts found. Exit 1 otherwise."
+            " row, the rejections found (by reason, with partition/offset) and the conflicts."
+            " With --expect it also prints which expected entries are missing and which found"
+            " entries are unexpected. Exit 0 only for an accepted report: PASS, or"
+            " PASS_WITH_EXCLUSIONS when --expect lists exactly the rejections and conflicts"
+            " found. Exit 1 otherwise; 2 for an unusable expectations file (one line naming the"
+            " field at fault) or environment."
         ),
     )
     p.add_argument("--config", required=True, metavar="CONFIG.json")
@@ -34,39 +41,187 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--expect", metavar="EXPECTED.json",
         help='{"rejections":[{"partition","offset","reason"}],"conflicts":[{"item","location","txn_id","revision"}]}',
     )
-    p.add_argument("--json", action="store_true", help="print the machine-readable report")
-    p.add_argument("--max-rows", type=int, default=20)
+    p.add_argument(
+        "--json", action="store_true",
+        help="print the machine-readable report (with --expect: plus expectation_difference)",
+    )
+    p.add_argument(
+        "--wait", type=float, default=0.0, metavar="SECONDS",
+        help="while the report is INCOMPLETE (the roles may still be catching up), try again"
+        " every second for up to SECONDS before reporting (default 0: report at once)",
+    )
+    p.add_argument(
+        "--max-rows", type=int, default=20,
+        help="text report: at most this many entries per list (default 20)",
+    )
     p.set_defaults(func=run)
+
+
+EXPECT_FORMAT = (
+    '{"rejections": [{"partition", "offset", "reason"}],'
+    ' "conflicts": [{"item", "location", "txn_id", "revision"}]}'
+)
+
+
+class ExpectationsError(ValueError):
+    """An expectations document is unusable; the message names the field at fault."""
 
 
 def load_expectations(path: str | None) -> tuple[list[RejectionRef], list[Conflict]]:
     if path is None:
         return [], []
+    raw = read_bytes(path, "expectations file")
     try:
-        doc = json.loads(read_bytes(path, "expectations file"))
-        rej = [
-            RejectionRef(r["partition"], r["offset"], RejectReason(r["reason"]))
-            for r in doc.get("rejections", [])
-        ]
-        con = [
-            Conflict(StockKey(c["item"], c["location"]), c["txn_id"], c["revision"])
-            for c in doc.get("conflicts", [])
-        ]
-    except (ValueError, KeyError, TypeError) as e:
-        msg = f"unusable expectations file {path!r}: {e}"
+        return parse_expectations(raw)
+    except ExpectationsError as e:
+        msg = f"expectations file {path!r}: {e}"
         raise UsageError(msg) from None
+
+
+def parse_expectations(raw: bytes) -> tuple[list[RejectionRef], list[Conflict]]:
+    """Rejection and conflict manifests from an expectations document.
+
+    Raises ExpectationsError with one line naming the field at fault and where.
+    """
+    try:
+        doc = json.loads(raw.decode("utf-8-sig"))
+    except UnicodeDecodeError as e:
+        msg = f"not UTF-8 text: byte {e.start}: {e.reason}"
+        raise ExpectationsError(msg) from None
+    except json.JSONDecodeError as e:
+        msg = f"not JSON: line {e.lineno} column {e.colno}: {e.msg}"
+        raise ExpectationsError(msg) from None
+    if not isinstance(doc, dict):
+        msg = f"the document is {_kind(doc)}; expected an object {EXPECT_FORMAT}"
+        raise ExpectationsError(msg)
+    rej = [
+        RejectionRef(
+            _natural(r, "partition", where), _natural(r, "offset", where), _reason(r, where)
+        )
+        for where, r in _entries(doc, "rejections")
+    ]
+    con = [
+        Conflict(
+            StockKey(_string(c, "item", where), _string(c, "location", where)),
+            _string(c, "txn_id", where),
+            _integer(c, "revision", where),
+        )
+        for where, c in _entries(doc, "conflicts")
+    ]
     return rej, con
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    return "an object"
+
+
+def _entries(doc: dict[str, Any], name: str) -> list[tuple[str, dict[str, Any]]]:
+    entries = doc.get(name, [])
+    if not isinstance(entries, list):
+        msg = f"{name} is {_kind(entries)}; expected a list"
+        raise ExpectationsError(msg)
+    out = []
+    for i, e in enumerate(entries):
+        if not isinstance(e, dict):
+            msg = f"{name}[{i}] is {_kind(e)}; expected an object"
+            raise ExpectationsError(msg)
+        out.append((f"{name}[{i}]", e))
+    return out
+
+
+def _field(entry: dict[str, Any], name: str, where: str) -> Any:
+    if name not in entry:
+        msg = f'{where} has no "{name}"'
+        raise ExpectationsError(msg)
+    return entry[name]
+
+
+def _integer(entry: dict[str, Any], name: str, where: str) -> int:
+    value = _field(entry, name, where)
+    if isinstance(value, bool) or not isinstance(value, int):
+        msg = f"{where}.{name}: {_show(value)} is not an integer"
+        raise ExpectationsError(msg)
+    return value
+
+
+def _natural(entry: dict[str, Any], name: str, where: str) -> int:
+    value = _integer(entry, name, where)
+    if value < 0:
+        msg = f"{where}.{name}: {value} is negative"
+        raise ExpectationsError(msg)
+    return value
+
+
+def _string(entry: dict[str, Any], name: str, where: str) -> str:
+    value = _field(entry, name, where)
+    if not isinstance(value, str):
+        msg = f"{where}.{name}: {_show(value)} is not a string"
+        raise ExpectationsError(msg)
+    return value
+
+
+def _reason(entry: dict[str, Any], where: str) -> RejectReason:
+    value = _field(entry, "reason", where)
+    try:
+        return RejectReason(value)
+    except ValueError:
+        allowed = ", ".join(r.value for r in RejectReason)
+        msg = f"{where}.reason: {_show(value)} is not one of {allowed}"
+        raise ExpectationsError(msg) from None
+
+
+def _show(value: object, limit: int = 60) -> str:
+    text = repr(value) if isinstance(value, str) else json.dumps(value, ensure_ascii=True)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 @operational
 def run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
     rej, con = load_expectations(args.expect)
-    report = verify_namespace(Runtime(cfg))
+    if not args.wait >= 0:
+        msg = "--wait takes a number of seconds, 0 or more"
+        raise UsageError(msg)
+    rt = Runtime(cfg)
+    deadline = time.monotonic() + args.wait
+    report = verify_namespace(rt)
+    while report.status is VerifyStatus.INCOMPLETE and time.monotonic() < deadline:
+        time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+        report = verify_namespace(rt)
+    accepted = report.accepts(rej, con)
+    diff = report.expectation_difference(rej, con) if args.expect is not None else None
     if args.json:
-        print(json.dumps(report.to_json(), indent=2, ensure_ascii=False))
+        doc = report.to_json()
+        if diff is not None:
+            doc["expectation_difference"] = diff.to_json()
+        print(json.dumps(doc, indent=2, ensure_ascii=False))
     else:
         print(report.render(args.max_rows))
-    accepted = report.accepts(rej, con)
-    print(f"accepted: {'yes' if accepted else 'no'}", file=sys.stderr)
+        if diff is not None:
+            print(diff.render(args.max_rows))
+    print(f"accepted: {'yes' if accepted else 'no'}{_why_not(report, diff, accepted)}", file=sys.stderr)
     return 0 if accepted else 1
+
+
+def _why_not(report: Report, diff: ExpectationDifference | None, accepted: bool) -> str:
+    if accepted:
+        return ""
+    status = report.status
+    if status not in (VerifyStatus.PASS, VerifyStatus.PASS_WITH_EXCLUSIONS):
+        return f" ({status.value} is never accepted)"
+    if diff is None:
+        return (
+            f" ({status.value}: acknowledge the {len(report.rejections)} rejections and"
+            f" {len(report.conflicts)} conflicts above with --expect {EXPECT_FORMAT})"
+        )
+    return f" ({status.value}, but --expect does not match: see the missing and unexpected entries)"

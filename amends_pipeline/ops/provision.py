@@ -10,7 +10,12 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import ConfigResource, NewTopic, ResourceType
 
 from amends_core.errors import OperationError
-from amends_pipeline.kafka.topics import KafkaError
+from amends_pipeline.kafka.topics import (
+    DEFAULT_OUTPUT_TOPIC,
+    DEFAULT_SOURCE_TOPIC,
+    KafkaError,
+    KafkaUnavailable,
+)
 from amends_pipeline.manifest import (
     Manifest,
     ManifestMissing,
@@ -32,6 +37,8 @@ class Provisioned:
     manifest: Manifest
     created: bool
     """False when the namespace was already provisioned with the same topics."""
+    recorded_topic_id: bool = False
+    """True when this run recorded the source topic ID of an earlier binding."""
 
 
 OUTPUT_TOPIC_CONFIG = {"cleanup.policy": "compact"}
@@ -53,6 +60,8 @@ def ensure_topic(rt: Runtime, topic: str, partitions: int, *, output: bool = Fal
     with rt.reader(topic) as r:
         try:
             n = r.partitions(timeout=5.0)
+        except KafkaUnavailable:
+            raise
         except KafkaError:
             n = None
     if n is None:
@@ -68,6 +77,22 @@ def ensure_topic(rt: Runtime, topic: str, partitions: int, *, output: bool = Fal
         _check_compacted(rt, topic)
 
 
+def driver_error(e: KafkaException) -> tuple[int | None, str]:
+    """(code, one line of text) of an admin client failure, with nothing cut off."""
+    err = e.args[0] if e.args else None
+    if isinstance(err, _DriverError):
+        return err.code(), " ".join(f"{err.name()}: {err.str()}".split()).rstrip(".")
+    return None, " ".join(str(e).split()) or type(e).__name__
+
+
+def _create_by_hand(topic: str, partitions: int, output: bool) -> str:
+    return (
+        f"create it with {partitions} partitions"
+        + (" and cleanup.policy=compact" if output else "")
+        + f" (development broker: `amends broker --topic {topic}:{partitions}`), then run provision again"
+    )
+
+
 def _create_topic(
     rt: Runtime, topic: str, partitions: int, output: bool, rf: int, min_isr: int | None
 ) -> bool:
@@ -77,29 +102,55 @@ def _create_topic(
         config["min.insync.replicas"] = str(min_isr)
     admin = rt.admin()  # keep a reference while waiting: a destroyed client fails its futures
     try:
+        md = admin.list_topics(timeout=10.0)
+    except KafkaException as e:
+        msg = f"topic {topic!r} does not exist and cluster metadata cannot be read ({driver_error(e)[1]})"
+        raise KafkaUnavailable(msg) from None
+    if md.controller_id not in md.brokers:
+        # librdkafka's mock cluster names no controller and cannot create topics:
+        # asking would only wait for a controller that never comes.
+        msg = (
+            f"topic {topic!r} does not exist and this cluster cannot create topics (it names no"
+            " controller among its brokers, like the development broker);"
+            f" {_create_by_hand(topic, partitions, output)}"
+        )
+        raise ProvisionError(msg)
+    try:
         admin.create_topics(
             [NewTopic(topic, partitions, rf, config=config)], request_timeout=10.0
         )[topic].result(timeout=15.0)
-    except Exception as e:  # noqa: BLE001 - every failure is reported; the known ones precisely
-        err = e.args[0] if isinstance(e, KafkaException) and e.args else None
-        code = err.code() if isinstance(err, _DriverError) else None
-        why = err.str() if isinstance(err, _DriverError) else str(e)
+    except TimeoutError:
+        msg = (
+            f"topic {topic!r} does not exist and the cluster did not confirm its creation within"
+            f" 15 s; check the cluster's health, or {_create_by_hand(topic, partitions, output)}"
+        )
+        raise ProvisionError(msg) from None
+    except KafkaException as e:
+        code, why = driver_error(e)
         if code == _DriverError.TOPIC_ALREADY_EXISTS:
             return False
         if code == _DriverError.INVALID_REPLICATION_FACTOR:
             msg = (
                 f"topic {topic!r} cannot be created with replication factor {rf}"
-                f" ({REPLICATION_FACTOR_ENV}): {why}"
+                f" ({REPLICATION_FACTOR_ENV}): {why}; set {REPLICATION_FACTOR_ENV} to at most the"
+                " number of brokers, or create the topic by hand"
             )
             raise ProvisionError(msg) from None
         if code == _DriverError.INVALID_CONFIG and min_isr is not None:
-            msg = f"topic {topic!r} refuses min.insync.replicas={min_isr} ({MIN_INSYNC_REPLICAS_ENV}): {why}"
+            msg = (
+                f"topic {topic!r} refuses min.insync.replicas={min_isr} ({MIN_INSYNC_REPLICAS_ENV}):"
+                f" {why}; lower or unset {MIN_INSYNC_REPLICAS_ENV}"
+            )
+            raise ProvisionError(msg) from None
+        if code == _DriverError.TOPIC_EXCEPTION:
+            msg = (
+                f"topic {topic!r} cannot be created: {why}; choose another name"
+                " (--source-topic / --output-topic)"
+            )
             raise ProvisionError(msg) from None
         msg = (
-            f"topic {topic!r} does not exist and could not be created ({why[:120]});"
-            f" create it with {partitions} partitions"
-            + (", cleanup.policy=compact" if output else "")
-            + f" (development broker: `amends broker --topic {topic}:{partitions}`)"
+            f"topic {topic!r} does not exist and could not be created ({why});"
+            f" {_create_by_hand(topic, partitions, output)}"
         )
         raise ProvisionError(msg) from None
     return True
@@ -111,7 +162,10 @@ def _check_compacted(rt: Runtime, topic: str) -> None:
     try:
         md = admin.list_topics(timeout=10.0)
     except KafkaException as e:
-        msg = f"cannot read cluster metadata to check that topic {topic!r} is compacted: {e}"
+        msg = (
+            f"cannot read cluster metadata to check that topic {topic!r} is compacted:"
+            f" {driver_error(e)[1]}"
+        )
         raise ProvisionError(msg) from None
     if md.controller_id not in md.brokers:
         # librdkafka's mock cluster names no controller and cannot describe topic
@@ -122,8 +176,14 @@ def _check_compacted(rt: Runtime, topic: str) -> None:
         entries = next(iter(admin.describe_configs([res], request_timeout=10.0).values())).result(
             timeout=15.0
         )
-    except Exception as e:  # noqa: BLE001 - a driver error or no answer in time
-        msg = f"cannot read the settings of topic {topic!r} to check that it is compacted: {e}"
+    except KafkaException as e:
+        msg = (
+            f"cannot read the settings of topic {topic!r} to check that it is compacted:"
+            f" {driver_error(e)[1]}"
+        )
+        raise ProvisionError(msg) from None
+    except TimeoutError:
+        msg = f"cannot read the settings of topic {topic!r} to check that it is compacted: no answer in 15 s"
         raise ProvisionError(msg) from None
 
     def value(name: str) -> str:
@@ -157,9 +217,20 @@ def _topic_id(rt: Runtime, topic: str, wait: float = 15.0) -> str | None:
             time.sleep(0.2)
 
 
-def provision(rt: Runtime, source_topic: str, output_topic: str) -> Provisioned:
+def binding_text(m: Manifest) -> str:
+    """``source 'a' (topic id ...) and output 'b'``: what a namespace is bound to."""
+    tid = f"topic id {m.source_topic_id}" if m.source_topic_id else "no topic id: bound by markers"
+    return f"source {m.source_topic!r} ({tid}) and output {m.output_topic!r}"
+
+
+def provision(
+    rt: Runtime, source_topic: str | None = None, output_topic: str | None = None
+) -> Provisioned:
     """Bind the namespace: markers, and the source topic's ID where the cluster reports one.
 
+    Idempotent: a namespace already bound is left as it is when the topics are
+    not given or are the bound ones; other topics are a ProvisionError naming
+    both bindings. A new binding uses the default topic names for those not given.
     Re-running it on a namespace bound before topic IDs were recorded records
     the ID once the still-retained markers confirm the incarnation.
     """
@@ -170,19 +241,16 @@ def provision(rt: Runtime, source_topic: str, output_topic: str) -> Provisioned:
         except ManifestMissing:
             existing = None
         if existing is not None:
-            if (existing.source_topic, existing.output_topic) != (source_topic, output_topic):
-                msg = (
-                    f"namespace {cfg.namespace!r} is already bound to {existing.source_topic!r}"
-                    f" -> {existing.output_topic!r}"
-                )
-                raise ProvisionError(msg)
+            _check_same_binding(cfg.namespace, existing, source_topic, output_topic)
             if existing.source_topic_id is None:
-                with rt.reader(source_topic) as r:
+                with rt.reader(existing.source_topic) as r:
                     tid = r.topic_id()
                     if tid is not None and markers_confirm(r, existing):
                         record_topic_id(store.db, store.ns_id, cfg.namespace, tid)
-                        existing = rt.manifest(store)
+                        return Provisioned(rt.manifest(store), False, recorded_topic_id=True)
             return Provisioned(existing, False)
+        source_topic = source_topic or DEFAULT_SOURCE_TOPIC
+        output_topic = output_topic or DEFAULT_OUTPUT_TOPIC
         ensure_topic(rt, source_topic, cfg.partitions)
         ensure_topic(rt, output_topic, cfg.partitions, output=True)
         topic_id = _topic_id(rt, source_topic)  # None without topic IDs: markers bind alone
@@ -195,3 +263,20 @@ def provision(rt: Runtime, source_topic: str, output_topic: str) -> Provisioned:
         )
         write_manifest(store.db, store.ns_id, m)
         return Provisioned(m, True)
+
+
+def _check_same_binding(
+    namespace: str, existing: Manifest, source_topic: str | None, output_topic: str | None
+) -> None:
+    """A different topic than the bound one is a conflict that names both bindings."""
+    want_source = source_topic or existing.source_topic
+    want_output = output_topic or existing.output_topic
+    if (want_source, want_output) == (existing.source_topic, existing.output_topic):
+        return
+    msg = (
+        f"namespace {namespace!r} is already bound to {binding_text(existing)};"
+        f" this run asks for source {want_source!r} and output {want_output!r}."
+        " A namespace keeps its topics: run provision without --source-topic/--output-topic"
+        " (or with the bound ones), or give the configuration another namespace to bind other topics"
+    )
+    raise ProvisionError(msg)
