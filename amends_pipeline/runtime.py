@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from confluent_kafka.admin import AdminClient
 
@@ -74,6 +74,9 @@ class Runtime:
     kafka_client: KafkaSettings | None = field(default=None, repr=False)
     """Kafka client settings (TLS, SASL, ...); from the environment on first use."""
     _kafka_checked: bool = field(default=False, init=False, repr=False, compare=False)
+    read_only: bool = False
+    """Open every store read-only: never migrate, never register a namespace (look it up;
+    NamespaceUnknown when it was never provisioned). For commands that only read."""
 
     def __post_init__(self) -> None:
         remember_dsn(self.dsn)
@@ -101,14 +104,23 @@ class Runtime:
             self.topics = topic_settings_from_env()
         return self.topics
 
-    def store(self, application_name: str = "amends-worker") -> PgStore:
+    def store(self, application_name: str = "amends-worker", *, read_only: bool = False) -> PgStore:
+        """The processing store; ``read_only`` (or a read-only runtime) never migrates or registers."""
         return PgStore.open(
             self.dsn, self.cfg, schema=self.schema, migrate=self.migrate,
-            application_name=application_name,
+            application_name=application_name, read_only=read_only or self.read_only,
         )
 
-    def view_store(self) -> PgViewStore:
-        return PgViewStore.open(self.dsn, self.cfg, schema=self.schema, migrate=self.migrate)
+    def view_store(self, *, read_only: bool = False) -> PgViewStore:
+        """The view store; ``read_only`` (or a read-only runtime) never migrates or registers."""
+        return PgViewStore.open(
+            self.dsn, self.cfg, schema=self.schema, migrate=self.migrate,
+            read_only=read_only or self.read_only,
+        )
+
+    def reading(self) -> Runtime:
+        """This runtime with every store opened read-only (same settings otherwise)."""
+        return replace(self, read_only=True)
 
     def manifest(self, store: PgStore) -> Manifest:
         return read_manifest(store.db, store.ns_id, self.cfg)

@@ -9,6 +9,7 @@ from pathlib import Path
 from amends_core.ledger import Config, StockKey
 from amends_pipeline.commands._common import load_config, operational
 from amends_pipeline.errors import UsageError
+from amends_pipeline.postgres.errors import NamespaceUnknown
 from amends_pipeline.runtime import Runtime
 
 
@@ -84,7 +85,11 @@ def run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
     keys = choose_keys(cfg, args.key)
     paths = targets(keys, args.out)
-    for c, path in zip(view_charts(Runtime(cfg), keys), paths, strict=True):
+    try:
+        charts = view_charts(Runtime(cfg, read_only=True), keys)
+    except NamespaceUnknown as e:
+        raise UsageError(e.message(args.config)) from None
+    for c, path in zip(charts, paths, strict=True):
         try:
             path.write_bytes(render_png(c))
         except OSError as e:

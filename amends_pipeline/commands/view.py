@@ -5,12 +5,19 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from contextlib import ExitStack
+from contextlib import ExitStack, closing
 
-from amends_core.ledger import Projection, Status, StockKey
+from amends_core.ledger import Config, Projection, Status, StockKey
 from amends_core.timefmt import format_day
+from amends_core.view import ViewState
 from amends_pipeline.commands._common import load_config, operational
 from amends_pipeline.errors import UsageError
+from amends_pipeline.kafka.topics import KafkaError, Reader, Watermarks
+from amends_pipeline.manifest import ManifestMissing, read_manifest
+from amends_pipeline.ops.orchestration import ViewHealth
+from amends_pipeline.postgres.errors import NamespaceUnknown
+from amends_pipeline.postgres.view_store import PgViewStore
+from amends_pipeline.redaction import redact
 from amends_pipeline.roles.loop import Stop, run_loop
 from amends_pipeline.roles.steps import open_steps
 from amends_pipeline.roles.view import rebuild_view
@@ -29,14 +36,26 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             " start of the retained (compacted) output log, clears a stop diagnostic and"
             " re-applies the log until caught up; rows are kept (the version rule only moves"
             " them forward) unless --discard-rows, which is refused when the log no longer"
-            " starts at offset 0. Exit 0, 1 when the rebuild is refused or fails, 2 on"
-            " unusable arguments or environment."
+            " starts at offset 0. Each output partition is marked ok, lagging N (its frontier"
+            " behind the output topic's end), stopped (a protocol diagnostic, or OutputLost:"
+            " the output log no longer starts at or below its frontier) or lag unknown (Kafka"
+            " could not be read); keys of a partition that is not ok never print as plain"
+            " READY. Without --rebuild nothing is written: a namespace that was never"
+            " provisioned is an error. Exit 0 (also when partitions are stale, unless"
+            " --certified), 1 when --certified and a shown key's partition is not current,"
+            " or when the rebuild is refused or fails, 2 on unusable arguments or environment"
+            " or a namespace that was never provisioned."
         ),
     )
     p.add_argument("--config", required=True, metavar="CONFIG.json")
     p.add_argument("--key", action="append", metavar="ITEM/LOCATION", help="only these keys")
     p.add_argument("--last", type=int, default=10, help="show the last N days per key (0 = all)")
     p.add_argument("--watch", nargs="?", const=2.0, type=float, metavar="SECONDS")
+    p.add_argument(
+        "--certified", action="store_true",
+        help="exit 1 unless every shown key's output partition is current (not stopped, not"
+        " lagging, its lag known); says why and what to run",
+    )
     p.add_argument(
         "--rebuild", action="store_true",
         help="re-apply the output log from its start (after OutputLost, or to rebuild the view)",
@@ -53,23 +72,69 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run)
 
 
+def partition_health(
+    cfg: Config,
+    snap: ViewState,
+    ends: dict[int, Watermarks],
+    unknown: str | None,
+) -> dict[int, ViewHealth]:
+    """Each output partition's health: stop diagnostic from the store, lag from the output log."""
+    out = {}
+    for p in range(cfg.partitions):
+        wm = ends.get(p)
+        out[p] = ViewHealth(
+            p, snap.frontier(p), snap.stopped.get(p),
+            None if wm is None else wm.low, None if wm is None else wm.high,
+            None if wm is not None else unknown or "the output end was not read",
+        )
+    return out
+
+
+def recovery(h: ViewHealth, config: str) -> str:
+    """What to run for a partition that is not current."""
+    if h.stopped is not None:
+        return (
+            "find what produced the offending record on the output topic, then"
+            f" `amends view --rebuild --config {config} --partition {h.partition}`"
+            " (see docs/operations.md)"
+        )
+    if h.lost:
+        return f"`amends view --rebuild --config {config} --partition {h.partition}`, then `amends verify`"
+    if h.lag is None:
+        return "check that Kafka is reachable (AMENDS_KAFKA_BOOTSTRAP) and run again"
+    return f"run (or restart) `amends role view --config {config}` until it catches up"
+
+
 def render(
     projections: dict[StockKey, Projection],
     frontiers: dict[int, int],
     stopped: dict[int, str],
     keys: list[str] | None,
     last: int,
+    health: dict[int, ViewHealth] | None = None,
+    partition_of: dict[StockKey, int] | None = None,
 ) -> str:
+    """The view as text; with ``health``, partitions and keys that are not current are marked."""
     out = []
     fr = ", ".join(f"p{p}={f}" for p, f in sorted(frontiers.items())) or "nothing applied"
     out.append(f"view frontiers: {fr}")
-    for p, why in sorted(stopped.items()):
-        out.append(f"  PARTITION {p} STOPPED: {why}")
+    if health is None:
+        for p, why in sorted(stopped.items()):
+            out.append(f"  PARTITION {p} STOPPED: {why}")
+    else:
+        for p, h in sorted(health.items()):
+            if not h.current:
+                out.append(f"  PARTITION {p} {h.state()} (frontier {h.frontier})")
     for k, proj in sorted(projections.items()):
         name = f"{k.item}/{k.location}"
         if keys and name not in keys:
             continue
         head = f"{name}: {proj.status.value}"
+        h = None
+        if health is not None and partition_of is not None and k in partition_of:
+            h = health.get(partition_of[k])
+        if h is not None and not h.current:
+            head += f" (stale: partition {h.partition} {h.short()}, frontier {h.frontier})"
         if proj.status is Status.BLOCKED:
             refs = ", ".join(f"{r.txn_id}@r{r.revision}" for r in proj.reasons)
             head += f" by {refs} (values frozen, not certified)"
@@ -86,6 +151,35 @@ def render(
     return "\n".join(out)
 
 
+class OutputEnds:
+    """The output topic's watermarks, read afresh on every call; failures become a reason."""
+
+    def __init__(self, rt: Runtime, vs: PgViewStore) -> None:
+        self.rt = rt
+        self.vs = vs
+        self.reader: Reader | None = None
+
+    def read(self) -> tuple[dict[int, Watermarks], str | None]:
+        try:
+            if self.reader is None:
+                m = read_manifest(self.vs.db, self.vs.ns_id, self.rt.cfg)
+                self.reader = self.rt.reader(m.output_topic)
+            ends = {}
+            for p in range(self.rt.cfg.partitions):
+                ends[p] = self.reader.watermarks(p)
+        except ManifestMissing:
+            return {}, "no output topic is bound to the namespace (run `amends provision`)"
+        except (KafkaError, UsageError) as e:
+            self.close()
+            return {}, f"the output topic could not be read: {redact(e)}"
+        return ends, None
+
+    def close(self) -> None:
+        r, self.reader = self.reader, None
+        if r is not None:
+            r.close()
+
+
 @operational
 def run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
@@ -93,15 +187,29 @@ def run(args: argparse.Namespace) -> int:
         msg = "--partition and --discard-rows belong to --rebuild"
         raise UsageError(msg)
     if args.rebuild:
+        if args.certified:
+            msg = "--certified does not go with --rebuild"
+            raise UsageError(msg)
         return rebuild(Runtime(cfg), args)
-    rt = Runtime(cfg)
+    rt = Runtime(cfg, read_only=True)
     stop = Stop()
     if args.watch:
         stop.install()
-    with rt.view_store() as vs:
+    try:
+        vs = rt.view_store()
+    except NamespaceUnknown as e:
+        raise UsageError(e.message(args.config)) from None
+    partition_of = {kc.key: kc.partition for kc in cfg.keys}
+    with vs, closing(OutputEnds(rt, vs)) as output:
         while True:
             snap = vs.snapshot()
-            text = render(snap.projections(), dict(snap.frontiers), dict(snap.stopped), args.key, args.last)
+            ends, unknown = output.read()
+            health = partition_health(cfg, snap, ends, unknown)
+            projections = snap.projections()
+            text = render(
+                projections, dict(snap.frontiers), dict(snap.stopped), args.key, args.last,
+                health, partition_of,
+            )
             if args.watch:
                 sys.stdout.write("\x1b[H\x1b[2J" + time.strftime("%H:%M:%S ") + text + "\n")
                 sys.stdout.flush()
@@ -110,7 +218,31 @@ def run(args: argparse.Namespace) -> int:
                     return 0
             else:
                 print(text)
-                return 0
+                return certify(args, health, partition_of, projections) if args.certified else 0
+
+
+def certify(
+    args: argparse.Namespace,
+    health: dict[int, ViewHealth],
+    partition_of: dict[StockKey, int],
+    projections: dict[StockKey, Projection],
+) -> int:
+    """--certified: 1 (and why, what to run) when a shown key's partition is not current."""
+    shown = [
+        k for k in projections
+        if not args.key or f"{k.item}/{k.location}" in args.key
+    ]
+    parts = sorted({partition_of[k] for k in shown if k in partition_of})
+    bad = [health[p] for p in parts if not health[p].current]
+    for h in bad:
+        print(
+            redact(
+                f"amends view: not certified: output partition {h.partition} {h.state()}"
+                f" (frontier {h.frontier}); {recovery(h, args.config)}"
+            ),
+            file=sys.stderr,
+        )
+    return 1 if bad else 0
 
 
 def rebuild(rt: Runtime, args: argparse.Namespace) -> int:

@@ -78,7 +78,7 @@ view = dg.AssetSpec(
 @dg.asset(group_name=GROUP, deps=[source_snapshot], kinds={"polars"})
 def oracle(amends: AmendsResource) -> dg.MaterializeResult:
     """The independent Polars recomputation of the full source history."""
-    return dg.MaterializeResult(metadata=metadata.oracle(certify.run_oracle(amends.runtime())))
+    return dg.MaterializeResult(metadata=metadata.oracle(certify.run_oracle(amends.runtime().reading())))
 
 
 
@@ -90,11 +90,13 @@ def certified_balances(context: dg.AssetExecutionContext, amends: AmendsResource
     rt = amends.runtime()
     boundary, status = (v.boundary, v.status) if v else ("", "")
     counts = certify.certify(rt, boundary, status, v is not None and v.passed)
-    with rt.store("amends-certify") as store:
+    reader = rt.reading()
+    with reader.store("amends-certify") as store:
         balances, alerts = read_certified(store)
     alert_days = {(a[0], a[1], a[2]) for a in alerts}
     preview = [(b[0], b[1], b[2], b[3], "yes" if (b[0], b[1], b[2]) in alert_days else "") for b in balances]
-    chart = dg.MetadataValue.md(plot.certified_markdown(rt))
+    chart = dg.MetadataValue.md(plot.certified_markdown(reader))
+    views = metadata.view_partitions(orchestration.snapshot(reader).partitions)
     return dg.MaterializeResult(
-        metadata={**metadata.certified(counts, boundary, preview), "balance_history": chart}
+        metadata={**metadata.certified(counts, boundary, preview), **views, "balance_history": chart}
     )

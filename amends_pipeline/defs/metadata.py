@@ -57,6 +57,7 @@ def partition_state(s: PartitionState, snap: Snapshot) -> dict[str, Any]:
         "output_high": s.output_high,
         "view_frontier": s.view_frontier,
         "view_stopped": s.view_stopped or "",
+        "view_state": s.view_health.state(),
     }
 
 
@@ -89,7 +90,10 @@ def relay(s: RelaySummary, output_topic: str) -> dict[str, Any]:
 
 
 def view(s: ViewSummary) -> dict[str, Any]:
+    """One view partition's run; ``view_state`` is ok, lagging N or stopped: reason."""
     return {
+        "view_state": s.health.state(),
+        "view_frontier": s.frontier_after,
         "envelopes_delivered": s.delivered,
         "envelopes_applied": s.stored,
         "duplicates_or_stale_ignored": s.ignored,
@@ -97,6 +101,19 @@ def view(s: ViewSummary) -> dict[str, Any]:
         "view_frontier_after": s.frontier_after,
         "output_end": s.output_end,
         "seconds": round(s.seconds, 3),
+    }
+
+
+def view_partitions(states: Sequence[PartitionState]) -> dict[str, Any]:
+    """Every output partition's view state and frontier, as a table (ok / lagging N / stopped: reason)."""
+    rows = [
+        (s.partition, s.view_health.state(), s.view_frontier, s.output_high) for s in states
+    ]
+    return {
+        "view_current": all(s.view_health.current for s in states),
+        "view_partitions": dg.MetadataValue.md(
+            markdown_table(["partition", "state", "view frontier", "output end"], rows)
+        ),
     }
 
 

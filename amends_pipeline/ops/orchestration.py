@@ -41,6 +41,8 @@ class PartitionState:
     output_high: int
     view_frontier: int
     view_stopped: str | None
+    output_low: int | None = None
+    """Start of the retained output log (None: not read)."""
 
     @property
     def lag(self) -> int:
@@ -56,6 +58,65 @@ class PartitionState:
         return (
             self.lag == 0 and self.pending == 0 and self.view_lag == 0 and self.view_stopped is None
         )
+
+    @property
+    def view_health(self) -> ViewHealth:
+        return ViewHealth(
+            self.partition, self.view_frontier, self.view_stopped, self.output_low, self.output_high
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ViewHealth:
+    """Whether one output partition of the view is current: ok, lagging, stopped or unknown."""
+
+    partition: int
+    frontier: int
+    """Exclusive view frontier."""
+    stopped: str | None
+    """The stop diagnostic the view store recorded (a protocol error), if any."""
+    output_low: int | None
+    """Start of the retained output log; None when not read."""
+    output_high: int | None
+    """End of the output log (high watermark); None when it could not be read."""
+    unknown: str | None = None
+    """Why the output log could not be read (lag unknown)."""
+
+    @property
+    def lost(self) -> bool:
+        """The output log no longer holds the next offset the view needs (``OutputLost``)."""
+        return self.output_low is not None and self.output_low > self.frontier
+
+    @property
+    def lag(self) -> int | None:
+        """Output records not yet applied; None when the output end is unknown."""
+        return None if self.output_high is None else max(0, self.output_high - self.frontier)
+
+    @property
+    def current(self) -> bool:
+        """Known to be neither stopped nor behind the output end."""
+        return self.stopped is None and not self.lost and self.lag == 0
+
+    def state(self) -> str:
+        """``ok``, ``lagging N``, ``stopped: reason`` or ``lag unknown: why``."""
+        if self.stopped is not None:
+            return f"stopped: {self.stopped}"
+        if self.lost:
+            return (
+                f"stopped: OutputLost: the output log starts at offset {self.output_low},"
+                " after the view frontier"
+            )
+        if self.lag is None:
+            return f"lag unknown: {self.unknown or 'the output end was not read'}"
+        return f"lagging {self.lag}" if self.lag else "ok"
+
+    def short(self) -> str:
+        """``state`` without the details: ok, lagging N, stopped, stopped: OutputLost, lag unknown."""
+        if self.stopped is not None:
+            return "stopped"
+        if self.lost:
+            return "stopped: OutputLost"
+        return "lag unknown" if self.lag is None else self.state()
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +146,7 @@ def snapshot(rt: Runtime, parts: Iterable[int] | None = None) -> Snapshot:
     """Read watermarks and durable progress of the given partitions (all by default)."""
     wanted = sorted(set(range(rt.cfg.partitions) if parts is None else parts))
     states = []
-    with rt.store("amends-snapshot") as store, rt.view_store() as vstore:
+    with rt.store("amends-snapshot", read_only=True) as store, rt.view_store(read_only=True) as vstore:
         m = rt.manifest(store)
         with rt.reader(m.source_topic) as src, rt.reader(m.output_topic) as out:
             for p in wanted:
@@ -93,10 +154,11 @@ def snapshot(rt: Runtime, parts: Iterable[int] | None = None) -> Snapshot:
                 prog = store.progress(p)
                 frontier = prog.next + 1 if prog.next == m.markers[p] else prog.next
                 view_frontier, stopped = vstore.progress(p)
+                owm = out.watermarks(p)
                 states.append(
                     PartitionState(
                         p, wm.low, wm.high, frontier, prog.sequence - prog.acked,
-                        out.watermarks(p).high, view_frontier, stopped,
+                        owm.high, view_frontier, stopped, owm.low,
                     )
                 )
     return Snapshot(m.namespace, m.source_topic, m.output_topic, incarnation_of(m), tuple(states))
@@ -225,6 +287,12 @@ class ViewSummary:
     ignored: int
     """Duplicate or stale deliveries the version rule ignored."""
     seconds: float
+    stopped: str | None = None
+    """The partition's stop diagnostic after this run (or why it could not go on)."""
+
+    @property
+    def health(self) -> ViewHealth:
+        return ViewHealth(self.partition, self.frontier_after, self.stopped, None, self.output_end)
 
 
 def apply_view(rt: Runtime, parts: Sequence[int] | None = None, *, budget_seconds: float = 20.0,
@@ -249,9 +317,9 @@ def apply_view(rt: Runtime, parts: Sequence[int] | None = None, *, budget_second
                 end = r.output_end
                 if r.applied == 0 or r.frontier >= r.output_end:
                     break
-            after = vstore.progress(p)[0]
+            after, stopped = vstore.progress(p)
             out.append(
                 ViewSummary(p, before, after, end, delivered, stored, delivered - stored,
-                            time.perf_counter() - t1)
+                            time.perf_counter() - t1, stopped)
             )
     return out

@@ -84,9 +84,10 @@ def lost_records(store: PgStore, source: dict[int, list[Record]], ends: dict[int
 
 
 def verify_namespace(rt: Runtime) -> Report:
+    """Verify the namespace; read-only: never migrates or registers (NamespaceUnknown instead)."""
     cfg = rt.cfg
     reasons: list[str] = []
-    with rt.store("amends-verify") as store, rt.view_store() as vstore:
+    with rt.store("amends-verify", read_only=True) as store, rt.view_store(read_only=True) as vstore:
         m = rt.manifest(store)
         with rt.reader(m.source_topic) as src, rt.reader(m.output_topic) as out:
             try:

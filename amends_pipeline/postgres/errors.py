@@ -37,6 +37,28 @@ class MigrationError(SchemaError):
     """A migration could not be applied, or applied migrations disagree with the files."""
 
 
+class NamespaceUnknown(SchemaError):
+    """A read-only open found no provisioned namespace (schema, migrations or registration missing).
+
+    Read-only commands never create what is missing: provisioning does. The
+    message names the namespace, the database and schema, and what to run.
+    """
+
+    def __init__(self, namespace: str, where: str, schema: str, detail: str) -> None:
+        self.namespace = namespace
+        self.where = where
+        self.schema = schema
+        self.detail = detail
+        super().__init__(self.message())
+
+    def message(self, config: str = "CONFIG.json") -> str:
+        """The one-line message; ``config`` is the configuration file to name in the advice."""
+        return (
+            f"namespace {self.namespace!r} is not provisioned in {self.where}"
+            f" ({self.detail}): run `amends provision --config {config}`"
+        )
+
+
 class ConfigMismatch(StoreError, FenceError):
     """The namespace is registered with another configuration digest."""
 

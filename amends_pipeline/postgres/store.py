@@ -69,6 +69,9 @@ from amends_pipeline.postgres.errors import (
     BatchAborted,
     CommitUnknown,
     ConfigMismatch,
+    MigrationError,
+    NamespaceUnknown,
+    SchemaError,
     StoreError,
     translate,
 )
@@ -205,6 +208,42 @@ def register_namespace(db: Database, cfg: Config) -> tuple[int, dict[StockKey, i
                 [kc.partition for kc in cfg.keys],
             ),
         )
+        rows = conn.execute(
+            "SELECT key_id, item, location FROM stock_keys WHERE ns_id = %s", (ns_id,)
+        ).fetchall()
+    return ns_id, {StockKey(i, loc): kid for kid, i, loc in rows}
+
+
+def lookup_namespace(db: Database, cfg: Config) -> tuple[int, dict[StockKey, int]]:
+    """Find the namespace's rows without writing anything (read-only commands).
+
+    Raises NamespaceUnknown when the schema, its migrations or the namespace's
+    registration are missing, MigrationError when the schema disagrees with
+    the code, ConfigMismatch when it is registered with another digest.
+    Returns (ns_id, key ids) like ``register_namespace``.
+    """
+    digest = cfg.digest()
+    with db.transaction(f"looking up namespace {cfg.namespace!r}", snapshot=True) as conn:
+        try:
+            migrations.check_current(conn, db.schema)
+        except MigrationError:
+            raise
+        except SchemaError as e:
+            detail = str(e).split("; run the migrations")[0]
+            raise NamespaceUnknown(cfg.namespace, db.where, db.schema, detail) from None
+        row = conn.execute(
+            "SELECT ns_id, config_digest FROM namespaces WHERE name = %s", (cfg.namespace,)
+        ).fetchone()
+        if row is None:
+            detail = f"schema {db.schema!r} has no namespace of that name"
+            raise NamespaceUnknown(cfg.namespace, db.where, db.schema, detail)
+        ns_id, registered = row
+        if registered != digest:
+            msg = (
+                f"namespace {cfg.namespace!r} is registered with configuration digest"
+                f" {registered[:12]}, this configuration has {digest[:12]}"
+            )
+            raise ConfigMismatch(msg)
         rows = conn.execute(
             "SELECT key_id, item, location FROM stock_keys WHERE ns_id = %s", (ns_id,)
         ).fetchall()
@@ -428,17 +467,20 @@ class PgStore:
         cache: bool = True,
         migrate: bool = False,
         application_name: str = "amends-worker",
+        read_only: bool = False,
     ) -> PgStore:
         """Connect, optionally migrate, and register the namespace (idempotent).
 
-        Raises StoreUnavailable, SchemaError (not migrated) or ConfigMismatch.
+        ``read_only``: neither migrate nor register; look the namespace up and
+        raise NamespaceUnknown when it was never provisioned (for commands that
+        only read). Raises StoreUnavailable, SchemaError (not migrated) or ConfigMismatch.
         """
         cfg.validate()
-        if migrate:
+        if migrate and not read_only:
             migrations.migrate(conninfo, schema)
         db = Database(conninfo, schema, application_name=application_name)
         try:
-            ns_id, key_ids = register_namespace(db, cfg)
+            ns_id, key_ids = (lookup_namespace if read_only else register_namespace)(db, cfg)
         except BaseException:
             db.close()
             raise

@@ -35,7 +35,7 @@ from amends_core.view import Effect, ViewDecision, ViewState
 from amends_pipeline.postgres import migrate as migrations
 from amends_pipeline.postgres.connection import DEFAULT_SCHEMA, Database
 from amends_pipeline.postgres.errors import CommitUnknown, StoreError
-from amends_pipeline.postgres.store import register_namespace
+from amends_pipeline.postgres.store import lookup_namespace, register_namespace
 
 _UPSERT_ROWS = """
 INSERT INTO view_rows (ns_id, output_id, partition, family, item, location, day, version, present,
@@ -77,14 +77,19 @@ class PgViewStore:
         schema: str = DEFAULT_SCHEMA,
         migrate: bool = False,
         application_name: str = "amends-view",
+        read_only: bool = False,
     ) -> PgViewStore:
-        """Connect, optionally migrate, and register the namespace (idempotent)."""
+        """Connect, optionally migrate, and register the namespace (idempotent).
+
+        ``read_only``: neither migrate nor register; look the namespace up and
+        raise NamespaceUnknown when it was never provisioned.
+        """
         cfg.validate()
-        if migrate:
+        if migrate and not read_only:
             migrations.migrate(conninfo, schema)
         db = Database(conninfo, schema, application_name=application_name)
         try:
-            ns_id, _ = register_namespace(db, cfg)
+            ns_id, _ = (lookup_namespace if read_only else register_namespace)(db, cfg)
         except BaseException:
             db.close()
             raise

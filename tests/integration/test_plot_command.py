@@ -138,7 +138,7 @@ def test_plot_refuses_a_namespace_that_was_never_provisioned_with_one_line_and_e
     path.write_text(json.dumps(cfg))
     r = plot(h, cwd=tmp_path, config=str(path))
     assert r.returncode == 2
-    assert r.stderr.strip() == (
-        "amends plot: namespace 'never-provisioned' is not provisioned; run `amends provision` first"
-    )
+    assert len(r.stderr.splitlines()) == 1
+    assert r.stderr.startswith("amends plot: namespace 'never-provisioned' is not provisioned in PostgreSQL ")
+    assert r.stderr.strip().endswith(f": run `amends provision --config {path}`")
     assert list(tmp_path.iterdir()) == [path]

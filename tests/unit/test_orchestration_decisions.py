@@ -112,3 +112,25 @@ def test_a_run_left_started_by_a_killed_daemon_stops_holding_its_partition_back(
     runs = [(0, False, now - STALE_RUN_SECONDS - 1), (1, False, now - 5), (2, True, now - 10 * STALE_RUN_SECONDS)]
     assert live_partitions(runs, now) == {1, 2}
     assert refold_requests(snap(state(0, 10, 3)), live_partitions(runs, now), []) != []
+
+
+def test_the_view_metadata_shows_each_partition_as_ok_lagging_or_stopped_with_its_frontier() -> None:
+    from amends_pipeline.ops.orchestration import ViewSummary
+
+    ok = PartitionState(0, 0, 5, 5, 0, 7, 7, None, 0)
+    lagging = PartitionState(1, 0, 5, 5, 0, 9, 4, None, 0)
+    lost = PartitionState(2, 0, 5, 5, 0, 9, 4, None, 6)
+    stopped = PartitionState(3, 0, 5, 5, 0, 9, 4, "offset 4: equal version, other content", 0)
+    s = snap(ok, lagging, lost, stopped)
+    assert [metadata.partition_state(p, s)["view_state"] for p in s.partitions] == [
+        "ok",
+        "lagging 5",
+        "stopped: OutputLost: the output log starts at offset 6, after the view frontier",
+        "stopped: offset 4: equal version, other content",
+    ]
+    table = metadata.view_partitions(s.partitions)
+    assert table["view_current"] is False
+    assert "| 1 | lagging 5 | 4 | 9 |" in table["view_partitions"].value
+    assert metadata.view_partitions([ok])["view_current"] is True
+    run = metadata.view(ViewSummary(0, 2, 7, 9, 5, 5, 0, 0.1))
+    assert (run["view_state"], run["view_frontier"]) == ("lagging 2", 7)
