@@ -52,6 +52,8 @@ class PartitionState:
     """Last outbox sequence committed on this partition (0 = none yet)."""
     acked: int = 0
     """Number of leading outbox rows acknowledged (rows are 1-based by sequence)."""
+    claimant: str | None = None
+    """Nonce of the claim that installed ``epoch`` (None: none given, never adopted)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,16 +98,35 @@ class MemoryStore:
             msg = f"partition {p} is not configured (0..{self.cfg.partitions - 1})"
             raise SourceMismatch(msg) from None
 
-    def claim(self, partition: int) -> Token:
-        """Install a new ownership epoch; any older token stops committing."""
+    def claim(self, partition: int, nonce: str | None = None) -> Token:
+        """Install a new ownership epoch; any older token stops committing.
+
+        ``nonce`` names the claimant (the caller makes it up: the core draws
+        nothing at random); it is installed with the epoch, so that after a
+        lost claim reply ``settle_claim`` can tell its own epoch from another's.
+        """
         ps = self._partition(partition)
         ps.epoch += 1
+        ps.claimant = nonce or None
         return self.observe(partition)
 
     def observe(self, partition: int) -> Token:
-        """The currently installed token (used after an unknown claim outcome)."""
+        """The currently installed token, whoever claimed it (inspection)."""
         ps = self._partition(partition)
         return Token(self.cfg.namespace, self.cfg.digest(), partition, ps.epoch)
+
+    def settle_claim(self, partition: int, nonce: str) -> Token | None:
+        """After an unknown claim outcome: the installed token if the claim with ``nonce`` installed it.
+
+        None means the installed epoch is not this claimant's (its claim did not
+        land, or another claimant's landed since): claim again, never adopt it.
+        """
+        if not nonce:
+            msg = "settling a claim needs the claimant's nonce"
+            raise ValueError(msg)
+        if self._partition(partition).claimant != nonce:
+            return None
+        return self.observe(partition)
 
     def frontier(self, partition: int) -> int:
         return self._partition(partition).next

@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"amends {args.role}: {text}", file=sys.stderr, flush=True)
 
     with ExitStack() as stack:
-        steps = open_steps(rt, args.role, parts, args.batch_size, stack, log)
+        steps = open_steps(rt, args.role, parts, args.batch_size, stack, log, stop=stop)
         log(f"serving partitions {parts} of {cfg.namespace!r}")
         # Long-lived state (key caches) is built by now: keep the cyclic collector from
         # rescanning it on every batch (it costs about a quarter of the worker's CPU).

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import secrets
 import time
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -257,6 +258,15 @@ SELECT p.epoch, p.next_offset, p.last_sequence, p.batches_total, n.config_digest
 FROM partitions p JOIN namespaces n ON n.ns_id = p.ns_id
 WHERE p.ns_id = %s AND p.partition = %s
 FOR UPDATE OF p
+"""
+
+_CLAIM = """
+UPDATE partitions p SET epoch = p.epoch + 1, claim_nonce = %s FROM namespaces n
+WHERE n.ns_id = p.ns_id AND p.ns_id = %s AND p.partition = %s
+RETURNING p.epoch, n.config_digest
+"""
+_OBSERVE_CLAIM = """
+SELECT epoch, claim_nonce FROM partitions WHERE ns_id = %s AND partition = %s FOR UPDATE
 """
 
 _LOAD_OBSERVATIONS = """
@@ -506,28 +516,60 @@ class PgStore:
 
     # ------------------------------------------------------------ ownership
 
-    def claim(self, partition: int) -> Token:
+    @staticmethod
+    def new_nonce() -> str:
+        """A fresh random claimant nonce (128 bits, hex); one per claim."""
+        return secrets.token_hex(16)
+
+    def claim(self, partition: int, nonce: str | None = None) -> Token:
         """Install a new ownership epoch (waiting for a running batch); older tokens stop.
 
-        A lost reply raises CommitUnknown: forget any token and ``observe``.
+        The claim installs ``nonce`` (default: a fresh one) with the epoch. A
+        lost reply raises CommitUnknown: forget any token and settle it with
+        ``settle_claim(partition, nonce, error)``, which adopts the installed
+        epoch only when the installed nonce is this claim's.
         """
         self._check_partition(partition)
+        mine = nonce or self.new_nonce()
+        self._caches.pop(partition, None)
         with self.db.transaction(self._label(f"claiming partition {partition}")) as conn:
-            row = conn.execute(
-                "UPDATE partitions p SET epoch = p.epoch + 1 FROM namespaces n"
-                " WHERE n.ns_id = p.ns_id AND p.ns_id = %s AND p.partition = %s"
-                " RETURNING p.epoch, n.config_digest",
-                (self.ns_id, partition),
-            ).fetchone()
+            row = conn.execute(_CLAIM, (mine, self.ns_id, partition)).fetchone()
             assert row is not None
             if row[1] != self.digest:
                 msg = f"namespace {self.cfg.namespace!r} is registered with another configuration"
                 raise ConfigMismatch(msg)
-        self._caches.pop(partition, None)
         return Token(self.cfg.namespace, self.digest, partition, row[0])
 
+    def settle_claim(
+        self, partition: int, nonce: str, unknown: CommitUnknown | None = None
+    ) -> Token | None:
+        """After an unknown claim outcome: the installed token if the claim with ``nonce`` installed it.
+
+        The server process that received the claim's COMMIT (``unknown.backend``)
+        is terminated first, if it still exists, and the partition row lock is
+        taken, so the answer is final. None means the installed epoch is not
+        this claimant's (the claim did not land, or another claimant's landed
+        since): claim again, never adopt it.
+        """
+        if not nonce:
+            msg = "settling a claim needs the claimant's nonce"
+            raise ValueError(msg)
+        self._check_partition(partition)
+        self._caches.pop(partition, None)
+        label = self._label(f"settling an unknown claim on partition {partition}")
+        with self.db.transaction(label) as conn:
+            if unknown is not None:
+                self.db.end_backend(conn, unknown.backend)
+            row = conn.execute(_OBSERVE_CLAIM, (self.ns_id, partition)).fetchone()
+        assert row is not None
+        epoch, installed = row
+        if installed != nonce:
+            return None
+        return Token(self.cfg.namespace, self.digest, partition, epoch)
+
     def observe(self, partition: int) -> Token:
-        """The currently installed token (used after an unknown claim outcome)."""
+        """The currently installed token, whoever claimed it (inspection; a worker settles a
+        lost claim reply with ``settle_claim`` instead of adopting this)."""
         return Token(self.cfg.namespace, self.digest, partition, self.progress(partition).epoch)
 
     def frontier(self, partition: int) -> int:

@@ -24,12 +24,15 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
+
 from amends_core import wire
 from amends_core.errors import OperationError
 from amends_core.ledger import Family, OutputID, StockKey
 from amends_core.timefmt import parse_day
 from amends_pipeline.kafka.topics import KafkaUnavailable, Writer
 from amends_pipeline.postgres.connection import open_connection
+from amends_pipeline.postgres.errors import translate
 from amends_pipeline.postgres.store import PgStore
 from amends_pipeline.runtime import Runtime
 
@@ -85,7 +88,11 @@ class RelayLock:
     def __init__(self, conninfo: str, schema: str, namespace: str, partition: int) -> None:
         self.conn = open_connection(conninfo, schema, application_name="amends-relay-lock")
         key = _lock_id(namespace, partition)
-        row = self.conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+        try:
+            row = self.conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+        except psycopg.Error as e:  # a lost session is StoreUnavailable (retried at start-up)
+            self.conn.close()
+            raise translate(e, f"locking relay partition {partition} of {namespace!r}") from e
         if not row or not row[0]:
             self.conn.close()
             msg = f"another relay already publishes partition {partition} of {namespace!r}"

@@ -3,13 +3,22 @@
 One place builds worker, relay and view steps, for the long-running
 ``amends role`` processes and for in-process drains such as a rebuild.
 Everything opened is registered on the caller's ExitStack.
+
+Start-up is as resilient as steady state: every start-up step (opening the
+store, which migrates and registers the namespace; reading the manifest;
+opening the Kafka clients; taking the relay lock; claiming each partition) is
+retried on transient failures (``TRANSIENT``: database or broker unreachable,
+lock conflicts) with the same capped backoff and retry budget as the loop
+(it runs through ``run_loop``), logging one line per failure.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
+from typing import TypeVar
 
+from amends_pipeline.roles.loop import Stop, run_loop
 from amends_pipeline.roles.relay import RelayLock, RelayPartition
 from amends_pipeline.roles.view import ViewPartition
 from amends_pipeline.roles.worker import WorkerPartition
@@ -17,10 +26,54 @@ from amends_pipeline.runtime import Runtime
 
 Step = Callable[[], int]
 ROLES = ("worker", "relay", "view")
+T = TypeVar("T")
 
 
 def _silent(text: str) -> None:
     del text
+
+
+class StartupStopped(Exception):
+    """A stop was requested while a start-up step was waiting to be retried."""
+
+
+def start_up(
+    action: Callable[[], T],
+    stop: Stop,
+    log: Callable[[str], None] = _silent,
+    *,
+    max_retries: int = 8,
+) -> T:
+    """``action()``, retried on transient failures exactly as ``run_loop`` retries a step.
+
+    One log line per failure; the failure is raised once the retry budget is
+    spent. Raises StartupStopped when a stop is requested before it succeeded.
+    """
+    done: list[T] = []
+
+    def once() -> int:
+        done.append(action())
+        return 0
+
+    run_loop(
+        [once], stop, until_idle=True, max_retries=max_retries,
+        on_error=lambda e, n: log(f"start-up: transient failure {n}: {e}"),
+    )
+    if not done:
+        raise StartupStopped
+    return done[0]
+
+
+class _Retried:
+    """Runs start-up steps through ``start_up`` with one stop, log and retry budget."""
+
+    def __init__(self, stop: Stop, log: Callable[[str], None], max_retries: int) -> None:
+        self.stop = stop
+        self.log = log
+        self.max_retries = max_retries
+
+    def __call__(self, action: Callable[[], T]) -> T:
+        return start_up(action, self.stop, self.log, max_retries=self.max_retries)
 
 
 def open_steps(
@@ -30,32 +83,57 @@ def open_steps(
     batch: int,
     stack: ExitStack,
     log: Callable[[str], None] = _silent,
+    *,
+    stop: Stop | None = None,
+    max_retries: int = 8,
 ) -> list[Step]:
-    """Steps of one role over ``parts``; each returns how much work it did."""
+    """Steps of one role over ``parts``; each returns how much work it did.
+
+    Start-up steps are retried on transient failures (see the module text);
+    when ``stop`` is requested during start-up no step is returned.
+    """
+    if role not in ROLES:
+        msg = f"unknown role {role!r}; expected one of {', '.join(ROLES)}"
+        raise ValueError(msg)
+    retried = _Retried(Stop() if stop is None else stop, log, max_retries)
+    try:
+        return _open(rt, role, parts, batch, stack, log, retried)
+    except StartupStopped:
+        return []
+
+
+def _open(
+    rt: Runtime,
+    role: str,
+    parts: Sequence[int],
+    batch: int,
+    stack: ExitStack,
+    log: Callable[[str], None],
+    retried: _Retried,
+) -> list[Step]:
     if role == "worker":
-        store = stack.enter_context(rt.store("amends-worker"))
-        m = rt.manifest(store)
-        reader = stack.enter_context(rt.reader(m.source_topic))
+        store = stack.enter_context(retried(lambda: rt.store("amends-worker")))
+        m = retried(lambda: rt.manifest(store))
+        reader = stack.enter_context(retried(lambda: rt.reader(m.source_topic)))
         workers = [WorkerPartition(store, reader, m, p, batch_size=batch) for p in parts]
         for w in workers:
-            tok = w.claim()
-            log(f"partition {w.partition}: epoch {tok.epoch}, frontier {store.frontier(w.partition)}")
+            tok = retried(w.claim)
+            frontier = retried(lambda w=w: store.frontier(w.partition))
+            log(f"partition {w.partition}: epoch {tok.epoch}, frontier {frontier}")
         return [lambda w=w: w.step().records for w in workers]
     if role == "relay":
-        store = stack.enter_context(rt.store("amends-relay"))
-        m = rt.manifest(store)
-        writer = rt.writer()
+        store = stack.enter_context(retried(lambda: rt.store("amends-relay")))
+        m = retried(lambda: rt.manifest(store))
+        writer = retried(rt.writer)
         relays = []
         for p in parts:
-            stack.callback(RelayLock(rt.dsn, rt.schema, rt.cfg.namespace, p).close)
+            lock = retried(lambda p=p: RelayLock(rt.dsn, rt.schema, rt.cfg.namespace, p))
+            stack.callback(lock.close)
             relays.append(RelayPartition(store, writer, m.output_topic, p, batch_size=batch))
         return [lambda r=r: r.step().published for r in relays]
-    if role == "view":
-        store = stack.enter_context(rt.store("amends-view-manifest"))
-        m = rt.manifest(store)
-        vstore = stack.enter_context(rt.view_store())
-        reader = stack.enter_context(rt.reader(m.output_topic))
-        views = [ViewPartition(vstore, reader, p, batch_size=max(batch, 1000)) for p in parts]
-        return [lambda v=v: v.step().applied for v in views]
-    msg = f"unknown role {role!r}; expected one of {', '.join(ROLES)}"
-    raise ValueError(msg)
+    store = stack.enter_context(retried(lambda: rt.store("amends-view-manifest")))
+    m = retried(lambda: rt.manifest(store))
+    vstore = stack.enter_context(retried(rt.view_store))
+    reader = stack.enter_context(retried(lambda: rt.reader(m.output_topic)))
+    views = [ViewPartition(vstore, reader, p, batch_size=max(batch, 1000)) for p in parts]
+    return [lambda v=v: v.step().applied for v in views]

@@ -27,8 +27,11 @@ from amends_core.ledger import Record
 from amends_core.store.memory import Token
 from amends_pipeline.kafka.topics import OffsetLost, Reader, to_record
 from amends_pipeline.manifest import Manifest, SourceLost, check_range, check_source
-from amends_pipeline.postgres.errors import BatchAborted, CommitUnknown
+from amends_pipeline.postgres.errors import BatchAborted, CommitUnknown, StoreUnavailable
 from amends_pipeline.postgres.store import PgStore
+
+CLAIM_ATTEMPTS = 3
+"""Claims with a lost reply settled as not ours before giving up (as a transient failure)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,13 +77,28 @@ class WorkerPartition:
         self._checked_at = float("-inf")
 
     def claim(self) -> Token:
-        """Install a new epoch; after an unknown claim outcome, observe the installed one."""
+        """Install a new epoch, under a fresh claimant nonce per attempt.
+
+        After an unknown claim outcome (the reply was lost) the installed epoch
+        is adopted only when the installed nonce is this attempt's; otherwise
+        (the claim did not land, or another claimant's did since) it claims
+        again. Repeatedly unknown outcomes end in StoreUnavailable (transient).
+        """
         self._checked_at = float("-inf")  # a new owner always re-confirms the incarnation
-        try:
-            self.token = self.store.claim(self.partition)
-        except CommitUnknown:
-            self.token = self.store.observe(self.partition)
-        return self.token
+        self.token = None
+        for _ in range(CLAIM_ATTEMPTS):
+            nonce = self.store.new_nonce()
+            try:
+                self.token = self.store.claim(self.partition, nonce)
+            except CommitUnknown as e:
+                self.token = self.store.settle_claim(self.partition, nonce, e)
+            if self.token is not None:
+                return self.token
+        msg = (
+            f"claiming partition {self.partition}: the outcome was unknown"
+            f" {CLAIM_ATTEMPTS} times in a row (connection lost during COMMIT)"
+        )
+        raise StoreUnavailable(msg)
 
     def effective_frontier(self, frontier: int) -> int:
         """The frontier with the marker offset stepped over (markers are never applied)."""
