@@ -14,6 +14,7 @@ cursor or a duplicate request costs at most a no-op run.
 """
 
 
+import json
 import time
 
 import dagster as dg
@@ -96,29 +97,59 @@ def relay_sensor(context: dg.SensorEvaluationContext, amends: AmendsResource) ->
         for s in done if s.published
     ]
     moved = [s.partition for s in done if s.published]
+    cursor = context.cursor
     if moved:
-        events += _view_events(orchestration.apply_view(rt, moved, budget_seconds=TICK_BUDGET_SECONDS / 2))
+        view_events, cursor = _view_events(
+            orchestration.apply_view(rt, moved, budget_seconds=TICK_BUDGET_SECONDS / 2), cursor
+        )
+        events += view_events
     if not events:
         busy = [s.partition for s in done if s.busy]
         why = f"partitions {busy} are held by a long-running relay" if busy else "no pending outbox rows"
-        return dg.SensorResult(skip_reason=why)
-    return dg.SensorResult(asset_events=events)
+        return dg.SensorResult(skip_reason=why, cursor=cursor)
+    return dg.SensorResult(asset_events=events, cursor=cursor)
 
 
 @dg.sensor(minimum_interval_seconds=5, default_status=dg.DefaultSensorStatus.RUNNING)
 def view_sensor(context: dg.SensorEvaluationContext, amends: AmendsResource) -> dg.SensorResult:
-    """Apply published envelopes to the view within the tick; one materialization per partition that moved."""
-    events = _view_events(orchestration.apply_view(amends.runtime(), budget_seconds=TICK_BUDGET_SECONDS))
+    """Apply published envelopes to the view within the tick.
+
+    One materialization per partition that moved, and one when a partition
+    stops or resumes, so the view asset never looks healthy while it is not.
+    """
+    done = orchestration.apply_view(amends.runtime(), budget_seconds=TICK_BUDGET_SECONDS)
+    events, cursor = _view_events(done, context.cursor)
     if not events:
-        return dg.SensorResult(skip_reason="the view is at the output end")
-    return dg.SensorResult(asset_events=events)
+        stopped = [s.partition for s in done if s.stopped]
+        why = f"view partitions {stopped} are stopped" if stopped else "the view is at the output end"
+        return dg.SensorResult(skip_reason=why, cursor=cursor)
+    return dg.SensorResult(asset_events=events, cursor=cursor)
 
 
-def _view_events(done: list[orchestration.ViewSummary]) -> list[dg.AssetMaterialization]:
-    return [
-        dg.AssetMaterialization(view.key, partition=str(s.partition), metadata=metadata.view(s))
-        for s in done if s.delivered
-    ]
+def _view_events(
+    done: list[orchestration.ViewSummary], cursor: str | None
+) -> tuple[list[dg.AssetMaterialization], str]:
+    """Materializations for partitions that delivered or whose stop state changed.
+
+    The cursor remembers each partition's last reported stop diagnostic; it is
+    only a hint (a lost cursor repeats one materialization per stopped partition).
+    """
+    try:
+        reported = json.loads(cursor) if cursor else {}
+    except ValueError:
+        reported = {}
+    if not isinstance(reported, dict):
+        reported = {}
+    events = []
+    for s in done:
+        key = str(s.partition)
+        if s.delivered or reported.get(key) != s.stopped:
+            events.append(dg.AssetMaterialization(view.key, partition=key, metadata=metadata.view(s)))
+        if s.stopped:
+            reported[key] = s.stopped
+        else:
+            reported.pop(key, None)
+    return events, json.dumps(reported, sort_keys=True)
 
 
 @dg.sensor(job=boundary_job, minimum_interval_seconds=5, default_status=dg.DefaultSensorStatus.RUNNING)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from amends_pipeline.manifest import Manifest
 from amends_pipeline.postgres.reports import rejections_by_reason
 from amends_pipeline.roles.relay import RelayBusy, RelayLock, RelayPartition
-from amends_pipeline.roles.view import ViewPartition
+from amends_pipeline.roles.view import OutputLost, ViewPartition, ViewStopped
 from amends_pipeline.roles.worker import WorkerPartition
 from amends_pipeline.runtime import Runtime
 
@@ -310,14 +310,22 @@ def apply_view(rt: Runtime, parts: Sequence[int] | None = None, *, budget_second
             before = vstore.progress(p)[0]
             delivered = stored = 0
             end = before
+            lost: str | None = None
             while time.perf_counter() - t0 < budget_seconds:
-                r = v.step()
+                try:
+                    r = v.step()
+                except ViewStopped:
+                    break  # the stop diagnostic is in progress(); other partitions go on
+                except OutputLost as e:
+                    lost = f"OutputLost: {e}"
+                    break
                 delivered += r.applied
                 stored += r.stored
                 end = r.output_end
                 if r.applied == 0 or r.frontier >= r.output_end:
                     break
             after, stopped = vstore.progress(p)
+            stopped = stopped if stopped is not None else lost
             out.append(
                 ViewSummary(p, before, after, end, delivered, stored, delivered - stored,
                             time.perf_counter() - t1, stopped)

@@ -177,3 +177,39 @@ def test_the_boundary_sensor_waits_for_a_drained_pipeline_and_launches_once_per_
     assert len(first.run_requests) == 1
     again = h.tick(boundary_sensor, cursor=first.cursor)
     assert again.run_requests == []
+
+
+def test_a_stopped_view_partition_is_materialized_once_as_stopped_then_as_resumed(harness: Harness) -> None:
+    """The view asset never looks healthy while a partition is stopped (issue 13, staleness)."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    h = harness
+    h.load(STAGES[0])
+    assert h.refold().success
+    h.tick(relay_sensor)
+    rt = h.res.runtime()
+    with rt.store("test") as store:
+        topic = rt.manifest(store).output_topic
+    # Forge the last envelope: same output ID and version, other content -> a protocol stop.
+    c = Consumer({"bootstrap.servers": h.res.kafka_bootstrap, "group.id": "t", "enable.auto.commit": False})
+    _, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+    c.assign([TopicPartition(topic, 0, high - 1)])
+    msg = c.poll(30)
+    c.close()
+    assert msg is not None and msg.error() is None
+    forged = json.loads(msg.value())
+    forged["cause"]["offset"] += 1_000_000
+    producer = Producer({"bootstrap.servers": h.res.kafka_bootstrap})
+    producer.produce(topic, json.dumps(forged, separators=(",", ":")).encode(), msg.key(), partition=0)
+    assert producer.flush(30) == 0
+
+    first = h.tick(view_sensor)
+    (event,) = first.asset_events
+    state = event.metadata["view_state"].value
+    assert state.startswith(f"stopped: offset {high}: "), state
+    assert event.metadata["view_frontier"].value == high
+    again = h.tick(view_sensor, cursor=first.cursor)
+    assert again.asset_events == []
+    assert again.skip_reason is not None and "stopped" in again.skip_reason.skip_message
+    # A lost cursor costs one repeated report, never silence.
+    assert len(h.tick(view_sensor).asset_events) == 1
