@@ -43,7 +43,7 @@ def replay(rt: Runtime, partition: int, start: int, until: int, *, execute: bool
     if not 0 <= start <= until:
         msg = f"the interval [{start}, {until}) is empty or reversed"
         raise ReplayMismatch(msg)
-    with rt.store("amends-replay") as store:
+    with rt.store("amends-replay", read_only=True) as store:  # never creates the namespace
         m = rt.manifest(store)
         frontier = store.frontier(partition)
         if until > frontier:
@@ -98,7 +98,7 @@ def rebuild(
         raise OperationError(msg)
     new_cfg: Config = old.with_namespace(new_namespace)
     say("checking that the whole source is still retained")
-    with rt.store("amends-rebuild") as store:
+    with rt.store("amends-rebuild", read_only=True) as store:  # the original must exist
         m = rt.manifest(store)
         if output_topic == m.output_topic:
             msg = f"output topic {output_topic!r} belongs to {old.namespace!r}; use a new one"

@@ -1,4 +1,4 @@
-"""Read-only commands never write: ``amends view`` and ``amends verify`` as real processes.
+"""Read-only commands never write: ``amends view``, ``verify``, ``replay`` and ``rebuild`` (dry runs) as real processes.
 
 On a namespace that was never provisioned (no schema, a schema without the
 tables, or tables without the namespace) both exit 2 with one line naming
@@ -30,7 +30,12 @@ AMENDS = str(Path(sys.executable).with_name("amends"))
 UNUSED_BOOTSTRAP = "127.0.0.1:9"
 """Nothing listens there: a read-only command refusing an unknown namespace never needs Kafka."""
 
-READ_ONLY = [("view", "--last", "0"), ("verify",)]
+READ_ONLY = [
+    ("view", "--last", "0"),
+    ("verify",),
+    ("replay", "--partition", "0", "--from", "0", "--until", "0"),  # the dry run only reads
+    ("rebuild", "--new-namespace", "never-rebuilt", "--output-topic", "never-out", "--quiet"),  # the plan reads
+]
 
 
 def amends(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
