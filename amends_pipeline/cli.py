@@ -6,6 +6,12 @@ never means editing this file. A command's handler returns the exit code.
 Exit codes: 0 success, 1 a check failed (e.g. verification not accepted),
 2 unusable arguments, configuration or environment, 3 the history cannot be
 computed (a daily close outside signed 64-bit), 130 interrupted.
+
+An unreachable Kafka or PostgreSQL is exit 2 with one line naming the address
+and what to check; the client libraries' own log lines (librdkafka's
+reconnection chatter, psycopg's warnings) are not shown, except a summary
+with ``AMENDS_DEBUG=1``. The global ``--verbose`` flag (before the command)
+prints every one of them on stderr, secrets redacted.
 """
 
 from __future__ import annotations
@@ -28,6 +34,13 @@ def build_parser() -> argparse.ArgumentParser:
         prog="amends",
         description="Keep derived inventory facts correct when source history is revised.",
     )
+    parser.add_argument(
+        "--verbose", action="store_true", dest="client_logs",
+        help=(
+            "print the Kafka and PostgreSQL client libraries' own log lines on stderr (secrets"
+            " redacted); without it they are summarised in the one-line error"
+        ),
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
@@ -41,6 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.client_logs:
+        from amends_pipeline.kafka.settings import show_client_logs
+
+        show_client_logs()
     try:
         code: int = args.func(args)
     except UsageError as e:

@@ -9,6 +9,7 @@ from contextlib import ExitStack
 
 from amends_pipeline.commands._common import load_config, operational
 from amends_pipeline.errors import UsageError
+from amends_pipeline.postgres.connection import wait_available
 from amends_pipeline.roles.loop import Stop, run_loop
 from amends_pipeline.roles.steps import ROLES, open_steps
 from amends_pipeline.runtime import Runtime
@@ -25,7 +26,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             " topic -> materialized view. SIGTERM/SIGINT finish the current batch and exit 0."
             " Exit 1 on an error retrying cannot fix (replaced owner, recreated topic, lost"
             " retention, stopped view partition, a close outside int64); 2 on unusable"
-            " arguments or environment (also after repeated transient failures)."
+            " arguments or environment (also after repeated transient failures). PostgreSQL"
+            " and Kafka must answer at start: an endpoint that never answered within a few"
+            " seconds is exit 2 with one line naming it; once running, outages are retried."
         ),
     )
     p.add_argument("role", choices=ROLES)
@@ -38,6 +41,24 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--until-idle", action="store_true", help="exit 0 once no work is left")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=run)
+
+
+PROBE_SECONDS = 5.0
+"""How long a starting role waits for PostgreSQL to answer (Kafka: ``settings.PROBE_SECONDS``)."""
+
+
+def probe(rt: Runtime) -> None:
+    """Fail fast when PostgreSQL or Kafka has not answered since the process started.
+
+    Start-up steps and the loop retry transient failures for a while, which is
+    right for an outage of a running pipeline but hides a wrong address for
+    minutes. So each endpoint must answer once, within a few seconds, before
+    anything starts: StoreUnavailable or KafkaUnavailable (one line naming the
+    address and what to check; exit 2) otherwise. The Kafka check is the
+    runtime's own preflight, done once, so the clients opened next reuse it.
+    """
+    wait_available(rt.dsn, PROBE_SECONDS)
+    rt.kafka_settings()
 
 
 @operational
@@ -59,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"amends {args.role}: {text}", file=sys.stderr, flush=True)
 
+    probe(rt)
     with ExitStack() as stack:
         steps = open_steps(rt, args.role, parts, args.batch_size, stack, log, stop=stop)
         log(f"serving partitions {parts} of {cfg.namespace!r}")

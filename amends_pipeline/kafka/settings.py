@@ -22,10 +22,15 @@ ignored. Secret values (``sasl.password``, ``ssl.key.password``, ...) are
 remembered for redaction and never shown, not even in ``repr``.
 
 librdkafka's log lines and error callbacks go through ``ClientLog``: redacted,
-handed to the Python logger ``amends.kafka.client`` (printed on stderr only
-with ``AMENDS_DEBUG=1``), and authentication or TLS refusals are kept so that
-a command fails with one line saying why (``KafkaRefused``, exit 2) instead
-of timing out with "all brokers down".
+summarised (the first line of each endpoint's distinct failure; repeats are
+dropped) and handed to the Python logger ``amends.kafka.client``, which prints
+on stderr only with ``AMENDS_DEBUG=1``. The global ``amends --verbose`` flag
+(``show_client_logs``) prints every line instead, still redacted.
+Authentication or TLS refusals are kept so that a command fails with one line
+saying why (``KafkaRefused``, exit 2) instead of timing out with "all brokers
+down"; each endpoint's last connection failure is kept so that an unreachable
+cluster is reported in one line naming the address and what to check
+(``preflight``: a metadata probe bounded by ``PROBE_SECONDS``).
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from amends_pipeline.errors import UsageError
+from amends_pipeline.kafka import BOOTSTRAP_ENV
 from amends_pipeline.redaction import MASK, is_secret_key, redact, remember
 
 CONFIG_ENV = "AMENDS_KAFKA_CONFIG"
@@ -148,11 +154,37 @@ def _check_allowed(key: str, where: str) -> None:
         raise _bad(where, f"{key} cannot be set: {why}")
 
 
+_ENDPOINT_FAILURE = re.compile(r"(?:^|\s)(?P<ep>\S+?)/(?:bootstrap|\d+): (?P<reason>.+)$")
+"""``HOST:PORT/bootstrap: reason``: how librdkafka reports one broker connection's failure."""
+_AFTER = re.compile(r"\s*\(after \d+ms in state \w+(?:, \d+ identical error\(s\) suppressed)?\)")
+_CLIENT = re.compile(r"\[(?:rdkafka#\w+-\d+|thrd:[^\]]*)\]:?\s*")
+_NUMBERS = re.compile(r"\d+")
+
+_verbose = False
+"""Set by ``show_client_logs`` (``amends --verbose``): every client log line, none summarised."""
+
+
+def short_reason(reason: str) -> str:
+    """A broker connection failure in a few words (``connection refused``, ...)."""
+    text = _AFTER.sub("", reason).strip()
+    low = text.lower()
+    if "connection refused" in low:
+        return "connection refused"
+    if "resolve" in low:
+        return text
+    if "timed out" in low:
+        return "no answer (connection setup timed out)"
+    return text
+
+
 class ClientLog:
-    """librdkafka's log lines and error callbacks, redacted; remembers refusals.
+    """librdkafka's log lines and error callbacks, redacted; remembers refusals and failures.
 
     One instance serves every client of one ``KafkaSettings``. Callbacks run
-    inside poll/consume/flush on the calling thread.
+    inside poll/consume/flush on the calling thread. Unless ``--verbose`` was
+    given, a line is passed on only the first time its endpoint reports that
+    failure (numbers, client and thread names aside): an unreachable broker is
+    one line, not one per reconnection attempt.
     """
 
     def __init__(self) -> None:
@@ -160,17 +192,44 @@ class ClientLog:
         """The last authentication, TLS or protocol refusal reported by a client."""
         self.unreachable: str | None = None
         """The last "cannot connect" report (nothing answers at the address)."""
+        self.failures: dict[str, str] = {}
+        """Each endpoint's last connection failure, in a few words (``short_reason``)."""
+        self._seen: set[str] = set()
         self._logger = client_logger()
+
+    def _note_failure(self, text: str) -> str | None:
+        """Remember an endpoint's failure from a line; the summary key of the line."""
+        m = _ENDPOINT_FAILURE.search(_CLIENT.sub("", text))
+        if m is None:
+            return None
+        reason = short_reason(m["reason"])
+        self.failures[m["ep"]] = reason
+        return f"{m['ep']}: {_NUMBERS.sub('#', reason)}"
+
+    def _emit(self, level: int, key: str, text: str) -> None:
+        if not self._logger.isEnabledFor(level):
+            return
+        if not _verbose:
+            if key in self._seen:
+                return
+            self._seen.add(key)
+            if len(self._seen) > 10_000:  # a pathological variety of lines: forget, never grow
+                self._seen.clear()
+        self._logger.log(level, "kafka: %s", text)
 
     def log(self, level: int, fmt: str, *args: object) -> None:
         """The ``logger`` protocol confluent-kafka calls (``logger.log(level, fmt, *args)``)."""
-        if not self._logger.isEnabledFor(level):
+        failure = bool(args) and args[0] == "FAIL"  # a broker connection failed
+        if not failure and not self._logger.isEnabledFor(level):
             return
         try:
             text = fmt % args
         except (TypeError, ValueError):
             text = " ".join(map(str, (fmt, *args)))
-        self._logger.log(level, "kafka: %s", redact(" ".join(text.split())))
+        text = redact(" ".join(text.split()))
+        endpoint_key = self._note_failure(text) if failure else None
+        key = endpoint_key or _NUMBERS.sub("#", _AFTER.sub("", _CLIENT.sub("", text)))
+        self._emit(level, key, text)
 
     def error(self, err: Any) -> None:
         """The ``error_cb`` of every client."""
@@ -180,7 +239,38 @@ class ClientLog:
             _note_refusal(text)
         elif err.code() in _UNREACHABLE:
             self.unreachable = text
-        self._logger.warning("kafka: %s: %s", err.name(), text)
+        # The same failure as a FAIL log line shares its key: one line per endpoint and error.
+        key = self._note_failure(text) or f"{err.name()}: {_NUMBERS.sub('#', _AFTER.sub('', text))}"
+        self._emit(logging.WARNING, key, f"{err.name()}: {text}")
+
+    def unreachable_message(self, bootstrap: str, seconds: float) -> str:
+        """One line: Kafka at ``bootstrap`` did not answer, why, and what to check."""
+        reasons = sorted(set(self.failures.values()))
+        if not reasons:
+            why = "no answer to a metadata request"
+        elif len(self.failures) == 1 or len(reasons) == 1:
+            why = reasons[0]
+        else:
+            why = ", ".join(f"{ep}: {r}" for ep, r in sorted(self.failures.items()))
+        low = why.lower()
+        if "resolve" in low:
+            hint = f"check the host names in {BOOTSTRAP_ENV}"
+        elif low == "connection refused":
+            hint = f"start the broker or point {BOOTSTRAP_ENV} at the address it listens on"
+        elif "disconnect" in low:
+            hint = (
+                f"the listener closes the connection: check security.protocol ({CONFIG_ENV} or"
+                f" {PREFIX}* variables) against the listener at {bootstrap}"
+            )
+        else:
+            hint = (
+                f"check that {BOOTSTRAP_ENV} names a Kafka listener reachable from here"
+                " (firewall, advertised listeners) and that the broker is up"
+            )
+        return (
+            f"cannot reach Kafka at {bootstrap} ({BOOTSTRAP_ENV}): {why}, timed out after"
+            f" {seconds:.0f}s; {hint}"
+        )
 
 
 def _codes() -> tuple[frozenset[int], frozenset[int]]:
@@ -225,18 +315,48 @@ def recent_refusal(within: float = 120.0) -> str | None:
     return r[1]
 
 
+class RedactingFormatter(logging.Formatter):
+    """``amends: <message>`` with every secret removed (client libraries may quote settings)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
+
+
+def _stderr_handler() -> logging.Handler:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(RedactingFormatter("amends: %(message)s"))
+    return handler
+
+
 def client_logger() -> logging.Logger:
-    """The logger librdkafka's lines go to; silent unless configured or ``AMENDS_DEBUG`` is set."""
+    """The logger librdkafka's lines go to; silent unless configured, ``AMENDS_DEBUG`` or ``--verbose``."""
     logger = logging.getLogger(LOGGER_NAME)
     if not logger.handlers:
         if os.environ.get("AMENDS_DEBUG"):
-            handler: logging.Handler = logging.StreamHandler(sys.stderr)
-            handler.setFormatter(logging.Formatter("amends: %(message)s"))
+            logger.addHandler(_stderr_handler())
             logger.setLevel(logging.DEBUG)
         else:
-            handler = logging.NullHandler()
-        logger.addHandler(handler)
+            logger.addHandler(logging.NullHandler())
     return logger
+
+
+CLIENT_LOGGERS = {LOGGER_NAME: logging.DEBUG, "psycopg": logging.INFO}
+"""The client libraries' loggers ``--verbose`` prints, and from which level: librdkafka's
+(through ours; librdkafka itself filters by its ``log_level`` and ``debug`` settings)
+and psycopg's (whose debug level traces every poll of a connection attempt)."""
+
+
+def show_client_logs() -> None:
+    """``amends --verbose``: every client library log line on stderr, redacted, none summarised."""
+    global _verbose
+    _verbose = True
+    for name, level in CLIENT_LOGGERS.items():
+        logger = logging.getLogger(name)
+        for h in list(logger.handlers):
+            logger.removeHandler(h)
+        logger.addHandler(_stderr_handler())
+        logger.setLevel(level)
+        logger.propagate = False
 
 
 @dataclass(frozen=True)
@@ -277,7 +397,12 @@ class KafkaSettings:
         return {**dict(self.user), "logger": self.log, "error_cb": self.log.error}
 
     def admin_config(self) -> dict[str, Any]:
-        return {"bootstrap.servers": self.bootstrap, "log_level": 4, **self.client_config()}
+        return {
+            "bootstrap.servers": self.bootstrap,
+            "log_level": 4,
+            "socket.connection.setup.timeout.ms": CONNECTION_SETUP_TIMEOUT_MS,
+            **self.client_config(),
+        }
 
     def refused(self, what: str, reason: str) -> KafkaRefused:
         """A one-line refusal for ``what``, with a hint at the settings to check."""
@@ -310,26 +435,46 @@ def merge(base: dict[str, Any], extra: Mapping[str, Any], fixed: tuple[str, ...]
     return out
 
 
-def preflight(settings: KafkaSettings, timeout: float = 10.0) -> None:
-    """Fail fast, in one line, when Kafka refuses these settings (credentials, TLS, bad settings).
+PROBE_SECONDS = 5.0
+"""How long ``preflight`` waits for the cluster to answer a metadata request."""
+CONNECTION_SETUP_TIMEOUT_MS = 10_000
+"""``socket.connection.setup.timeout.ms`` of every client (TCP, TLS and SASL handshakes);
+librdkafka's default (30 s) would hide a silent address behind half a minute of waiting."""
 
-    Returns once the cluster answers a metadata request. When nothing answers at
-    all, it also returns: unavailability is reported (or waited out, by the
-    roles) by the operation that needs the cluster, as without settings.
+
+def preflight(settings: KafkaSettings, timeout: float = PROBE_SECONDS) -> None:
+    """Fail fast, in one line, when Kafka refuses these settings or cannot be reached.
+
+    Returns once the cluster answers a metadata request. A refusal (credentials,
+    TLS, bad settings) is ``KafkaRefused``; no answer within ``timeout`` seconds
+    is ``KafkaUnavailable`` naming the address, the reason (connection refused,
+    unresolvable host, no answer) and what to check. Both mean exit 2.
     """
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
+    from amends_pipeline.kafka.topics import KafkaUnavailable
+
     where = f"Kafka at {settings.bootstrap}"
+    probe = {
+        **settings.admin_config(),
+        # Try about twice a second (librdkafka's 100 ms would be some twenty attempts a second
+        # against a refusing address) and notice a broker that comes up during the probe.
+        "reconnect.backoff.ms": 500,
+        "reconnect.backoff.max.ms": 1000,
+        "socket.connection.setup.timeout.ms": max(1000, int(timeout * 800)),
+        **dict(settings.user),  # what the user set explicitly still wins
+    }
     try:
-        admin = AdminClient(settings.admin_config())
+        admin = AdminClient(probe)
     except (KafkaException, ValueError, TypeError) as e:
         err = e.args[0] if e.args else e
         text = err.str() if hasattr(err, "str") else str(err)
         msg = f"the Kafka client settings are not usable: {redact(text)}"
         raise KafkaRefused(msg) from None
-    deadline = time.monotonic() + timeout
+    start = time.monotonic()
     while True:
+        began = time.monotonic()
         try:
             admin.list_topics(timeout=0.5)
             return
@@ -339,5 +484,7 @@ def preflight(settings: KafkaSettings, timeout: float = 10.0) -> None:
         if settings.log.refusal is not None:
             what = f"{where} refused the connection"
             raise settings.refused(what, settings.log.refusal)
-        if settings.log.unreachable is not None or time.monotonic() > deadline:
-            return
+        now = time.monotonic()
+        if now - start >= timeout:
+            raise KafkaUnavailable(settings.log.unreachable_message(settings.bootstrap, now - start))
+        time.sleep(max(0.0, 0.2 - (now - began)))  # a refused connection fails at once: do not spin

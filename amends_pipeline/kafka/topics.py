@@ -41,7 +41,12 @@ from confluent_kafka import KafkaError as _DriverError
 from confluent_kafka.admin import AdminClient
 
 from amends_core.ledger import Coordinates, Record
-from amends_pipeline.kafka.settings import KafkaRefused, merge, recent_refusal
+from amends_pipeline.kafka.settings import (
+    CONNECTION_SETUP_TIMEOUT_MS,
+    KafkaRefused,
+    merge,
+    recent_refusal,
+)
 from amends_pipeline.redaction import redact
 
 MARKER_HEADER = "amends-marker"
@@ -74,6 +79,7 @@ def consumer_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
         "fetch.wait.max.ms": 20,  # the development broker answers empty fetches only after this
         "enable.partition.eof": True,
         "socket.timeout.ms": 10_000,
+        "socket.connection.setup.timeout.ms": CONNECTION_SETUP_TIMEOUT_MS,
         "session.timeout.ms": 10_000,
         "allow.auto.create.topics": False,
         "isolation.level": "read_committed",  # never an aborted upstream transaction's records
@@ -93,6 +99,7 @@ def producer_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
         "acks": "all",
         "linger.ms": 2,
         "message.timeout.ms": 30_000,
+        "socket.connection.setup.timeout.ms": CONNECTION_SETUP_TIMEOUT_MS,
         # a deleted topic must stay deleted: auto-creation would hide a recreated incarnation
         "allow.auto.create.topics": False,
         "log_level": 4,
@@ -156,9 +163,15 @@ _UNAVAILABLE = (
 )
 """Driver errors that mean "not reachable right now" (KafkaUnavailable, retried by the roles)."""
 
+_UNDELIVERED = frozenset({*_UNAVAILABLE, _DriverError._MSG_TIMED_OUT})
+"""Delivery failures that mean the cluster did not take the message in time (not a refusal)."""
 
-def _raise_from(what: str, e: KafkaException) -> Exception:
-    """Our exception for a driver error: redacted, and a refusal (credentials, TLS) is not transient."""
+
+def _raise_from(what: str, e: KafkaException, bootstrap: str | None = None) -> Exception:
+    """Our exception for a driver error: redacted, and a refusal (credentials, TLS) is not transient.
+
+    ``bootstrap``: named in a KafkaUnavailable, so that the line says which cluster did not answer.
+    """
     err = e.args[0] if e.args else None
     if isinstance(err, _DriverError):
         text = redact(f"{what}: {err.name()}: {err.str()}")
@@ -166,7 +179,7 @@ def _raise_from(what: str, e: KafkaException) -> Exception:
             refusal = recent_refusal()
             if refusal is not None:
                 return KafkaRefused(redact(f"{what}: Kafka refused the connection: {refusal}"))
-            return KafkaUnavailable(text)
+            return KafkaUnavailable(text + _at(bootstrap))
         if err.code() in (
             _DriverError._AUTHENTICATION, _DriverError._SSL, _DriverError.SASL_AUTHENTICATION_FAILED,
             _DriverError.TOPIC_AUTHORIZATION_FAILED, _DriverError.CLUSTER_AUTHORIZATION_FAILED,
@@ -177,17 +190,27 @@ def _raise_from(what: str, e: KafkaException) -> Exception:
     return KafkaError(redact(f"{what}: {e}"))
 
 
+def _at(bootstrap: str | None) -> str:
+    return "" if bootstrap is None else f" (Kafka at {bootstrap})"
+
+
 class Reader:
     """Explicit-assignment reader of one topic (no consumer group, no commits)."""
 
     def __init__(self, bootstrap: str, topic: str, **extra: Any) -> None:
         self.topic = topic
+        self.bootstrap = bootstrap
         try:
             self._c = Consumer(consumer_config(bootstrap, **extra))
         except KafkaException as e:
             msg = "cannot create a Kafka consumer"
-            raise _raise_from(msg, e) from e
-        self._admin_config: dict[str, Any] = {"bootstrap.servers": bootstrap, "log_level": 4, **extra}
+            raise _raise_from(msg, e, self.bootstrap) from e
+        self._admin_config: dict[str, Any] = {
+            "bootstrap.servers": bootstrap,
+            "log_level": 4,
+            "socket.connection.setup.timeout.ms": CONNECTION_SETUP_TIMEOUT_MS,
+            **extra,
+        }
         self._admin: AdminClient | None = None
 
     def close(self) -> None:
@@ -205,7 +228,7 @@ class Reader:
             md = self._c.list_topics(self.topic, timeout=timeout)
         except KafkaException as e:
             msg = f"cannot read metadata of topic {self.topic!r}"
-            raise _raise_from(msg, e) from e
+            raise _raise_from(msg, e, self.bootstrap) from e
         t = md.topics.get(self.topic)
         if t is None or t.error is not None or not t.partitions:
             why = t.error.str() if t is not None and t.error is not None else "unknown topic"
@@ -225,7 +248,7 @@ class Reader:
         try:
             md = self._admin.list_topics(self.topic, timeout=timeout)
         except KafkaException as e:
-            raise _raise_from(what, e) from e
+            raise _raise_from(what, e, self.bootstrap) from e
         if md.controller_id not in md.brokers:
             # librdkafka's mock cluster names no controller among its brokers and
             # cannot answer DescribeTopics: a cluster without topic IDs.
@@ -241,10 +264,10 @@ class Reader:
                 _DriverError.UNSUPPORTED_VERSION, _DriverError._UNSUPPORTED_FEATURE,
             ):
                 return None
-            raise _raise_from(what, e) from e
+            raise _raise_from(what, e, self.bootstrap) from e
         except concurrent.futures.TimeoutError:
             msg = f"{what}: no answer within {timeout + 5.0:.0f}s"
-            raise KafkaUnavailable(msg) from None
+            raise KafkaUnavailable(msg + _at(self.bootstrap)) from None
         tid = str(desc.topic_id) if desc.topic_id is not None else ""
         return None if tid in ("", _NO_TOPIC_ID) else tid
 
@@ -263,8 +286,8 @@ class Reader:
                 # cannot be reached and KafkaError when the topic is really gone.
                 if partition < self.partitions(timeout):
                     msg_1 = f"{msg}: no reachable leader for the partition"
-                    raise KafkaUnavailable(msg_1) from e
-            raise _raise_from(msg, e) from e
+                    raise KafkaUnavailable(msg_1 + _at(self.bootstrap)) from e
+            raise _raise_from(msg, e, self.bootstrap) from e
         return Watermarks(low, high)
 
     def messages(
@@ -300,7 +323,7 @@ class Reader:
                             f"{self.topic}[{partition}] stopped answering at offset {expected}"
                             f" (reading up to {end})"
                         )
-                        raise KafkaUnavailable(msg)
+                        raise KafkaUnavailable(msg + _at(self.bootstrap))
                     continue
                 idle = 0.0
                 for m in batch:
@@ -318,7 +341,7 @@ class Reader:
                             raise OffsetLost(msg)
                         msg = f"reading {self.topic}[{partition}]: {err.name()}: {err.str()}"
                         if err.code() in _UNAVAILABLE:
-                            raise KafkaUnavailable(msg)
+                            raise KafkaUnavailable(msg + _at(self.bootstrap))
                         raise KafkaError(msg)
                     off = m.offset()
                     if off < expected:
@@ -332,7 +355,7 @@ class Reader:
                         return  # the range is covered: never wait a fetch for what lies past it
         except KafkaException as e:
             msg_0 = f"reading {self.topic}[{partition}]"
-            raise _raise_from(msg_0, e) from e
+            raise _raise_from(msg_0, e, self.bootstrap) from e
         finally:
             self._c.unassign()
 
@@ -388,18 +411,22 @@ class Writer:
     """Idempotent producer; ``flush`` raises when any message was not delivered."""
 
     def __init__(self, bootstrap: str, **extra: Any) -> None:
+        self.bootstrap = bootstrap
         try:
             self._p = Producer(producer_config(bootstrap, **extra))
         except KafkaException as e:
             msg = "cannot create a Kafka producer"
             raise _raise_from(msg, e) from e
         self.failures: list[str] = []
+        self.unreachable = True
+        """Every failure so far is the cluster not answering (delivery timed out, transport)."""
         self.delivered: list[tuple[int, int]] = []
         """(partition, offset) of every delivered message, in delivery order."""
 
     def _on_delivery(self, err: Any, msg: Any) -> None:
         if err is not None:
             self.failures.append(f"{err.name()}: {err.str()}")
+            self.unreachable = self.unreachable and err.code() in _UNDELIVERED
         else:
             self.delivered.append((msg.partition(), msg.offset()))
 
@@ -435,7 +462,7 @@ class Writer:
                 self._p.poll(0.1)
             except KafkaException as e:
                 msg = f"producing to {topic}[{partition}]"
-                raise _raise_from(msg, e) from e
+                raise _raise_from(msg, e, self.bootstrap) from e
         self._p.poll(0)
 
     def flush_quietly(self, timeout: float = 30.0) -> int:
@@ -443,13 +470,26 @@ class Writer:
         return int(self._p.flush(timeout))
 
     def flush(self, timeout: float = 60.0) -> None:
+        """Wait for every delivery; KafkaUnavailable when the cluster did not take them, else KafkaError."""
         left = self._p.flush(timeout)
+        where = f"Kafka at {self.bootstrap}"
         if left:
-            msg = f"{left} messages were not delivered within {timeout:.0f}s"
+            msg = (
+                f"{where} did not acknowledge {left} messages within {timeout:.0f}s (not delivered);"
+                " check that the broker is up and reachable"
+            )
             raise KafkaUnavailable(msg)
         if self.failures:
             first = self.failures[0]
             n = len(self.failures)
+            unreachable = self.unreachable
             self.failures = []
+            self.unreachable = True
+            if unreachable:
+                msg = (
+                    f"{where}: {n} messages not delivered: {first}; the broker stopped answering"
+                    " (check that it is up and reachable)"
+                )
+                raise KafkaUnavailable(msg)
             msg = f"{n} messages failed: {first}"
             raise KafkaError(msg)

@@ -10,6 +10,8 @@ A broken idle session is replaced transparently on the next unit of work.
 from __future__ import annotations
 
 import os
+import re
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -29,6 +31,10 @@ from amends_pipeline.postgres.errors import (
 from amends_pipeline.redaction import remember_dsn
 
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/amends"
+DSN_ENV = "AMENDS_PG_DSN"
+CONNECT_TIMEOUT_S = 5
+"""libpq's ``connect_timeout`` for every session amends opens: an address that drops
+packets is reported after this many seconds (per address tried), never hangs."""
 DEFAULT_SCHEMA = "amends"
 IDLE_IN_TRANSACTION_TIMEOUT_S = 300
 """The server ends a session left idle inside a transaction this long, releasing its locks.
@@ -41,7 +47,7 @@ transaction legitimately pauses this long between statements.
 
 def dsn_from_env() -> str:
     """``AMENDS_PG_DSN`` when set, else the local development default."""
-    return os.environ.get("AMENDS_PG_DSN") or DEFAULT_DSN
+    return os.environ.get(DSN_ENV) or DEFAULT_DSN
 
 
 def describe(conninfo: str) -> str:
@@ -56,11 +62,60 @@ def describe(conninfo: str) -> str:
     return f"PostgreSQL {host}:{port}/{db}"
 
 
+_LIBPQ_PREFIX = re.compile(
+    r'(?:connection failed: )?connection to server (?:at "[^"]*"(?: \([^)]*\))?, port \d+|on socket "[^"]*")'
+    r" failed: (?:FATAL:\s+)?"
+)
+
+
+def cannot_connect(where: str, e: psycopg.Error, connect_timeout: int) -> StoreUnavailable:
+    """One line for a failed connection attempt: the server, why, and what to check.
+
+    The result's ``unreachable`` is True when nothing answered (refused, unresolvable
+    host, no answer in time), False when the server answered and said no.
+    """
+    text = one_line(e)
+    low = text.lower()
+    parts: list[str] = []
+    for part in _LIBPQ_PREFIX.split(text):
+        part = part.strip().rstrip(";").strip()
+        if part and part not in parts:
+            parts.append(part)
+    said = "; ".join(parts) or text
+    unreachable = True
+    if "connection refused" in low:
+        why = "connection refused"
+        hint = f"start PostgreSQL or point {DSN_ENV} at a running server"
+    elif isinstance(e, psycopg.errors.ConnectionTimeout) or "timeout expired" in low:
+        why = f"no answer within {connect_timeout}s (connect_timeout)"
+        hint = f"check the host and port in {DSN_ENV} and that the server is up and reachable from here"
+    elif "resolve host" in low or "translate host name" in low:
+        why = said
+        hint = f"check the host name in {DSN_ENV}"
+    else:
+        unreachable = False
+        why = said
+        if "password authentication failed" in low or "no password supplied" in low:
+            hint = f"check the user and password in {DSN_ENV} (or PGPASSWORD, ~/.pgpass)"
+        elif "does not exist" in low and "database" in low:
+            hint = f"create the database or fix its name in {DSN_ENV}"
+        else:
+            hint = f"check {DSN_ENV}"
+    err = StoreUnavailable(f"{where}: cannot connect: {why}; {hint}")
+    err.unreachable = unreachable  # type: ignore[attr-defined]
+    return err
+
+
+def is_unreachable(e: BaseException) -> bool:
+    """True for a ``cannot_connect`` error where nothing answered (worth waiting for)."""
+    return bool(getattr(e, "unreachable", False))
+
+
 def open_connection(
     conninfo: str,
     schema: str | None,
     *,
-    connect_timeout: int = 5,
+    connect_timeout: int = CONNECT_TIMEOUT_S,
     application_name: str = "amends",
     idle_in_transaction_timeout_s: int | None = None,
 ) -> psycopg.Connection[Any]:
@@ -84,9 +139,9 @@ def open_connection(
         msg = f"{where}: invalid connection string ({e})"
         raise StoreUnavailable(msg) from e
     except psycopg.Error as e:
+        err = cannot_connect(where, e, connect_timeout)
         e.args = (one_line(e),)
-        msg = f"{where}: cannot connect: {e}"
-        raise StoreUnavailable(msg) from e
+        raise err from e
     try:
         if schema is not None:
             conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
@@ -110,7 +165,7 @@ class Database:
         conninfo: str,
         schema: str = DEFAULT_SCHEMA,
         *,
-        connect_timeout: int = 5,
+        connect_timeout: int = CONNECT_TIMEOUT_S,
         application_name: str = "amends",
         idle_in_transaction_timeout_s: int | None = IDLE_IN_TRANSACTION_TIMEOUT_S,
     ) -> None:
@@ -257,9 +312,11 @@ class Database:
             self.discard()
 
 
-def check_available(conninfo: str, *, connect_timeout: int = 5) -> None:
+def check_available(
+    conninfo: str, *, connect_timeout: int = CONNECT_TIMEOUT_S, application_name: str = "amends"
+) -> None:
     """Connect once and run ``SELECT 1``; raises StoreUnavailable with a one-line reason."""
-    conn = open_connection(conninfo, None, connect_timeout=connect_timeout)
+    conn = open_connection(conninfo, None, connect_timeout=connect_timeout, application_name=application_name)
     try:
         conn.execute("SELECT 1")
     except psycopg.Error as e:
@@ -268,13 +325,42 @@ def check_available(conninfo: str, *, connect_timeout: int = 5) -> None:
         conn.close()
 
 
+def wait_available(
+    conninfo: str, seconds: float, *, application_name: str = "amends-probe"
+) -> None:
+    """``check_available``, retried while nothing answers, for at most about ``seconds``.
+
+    A server that answers and refuses (password, missing database) fails at
+    once; an unreachable one (refused, no answer) is tried again every half
+    second until ``seconds`` have passed, then its StoreUnavailable is raised.
+    """
+    deadline = time.monotonic() + seconds
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            check_available(
+                conninfo, connect_timeout=max(1, min(CONNECT_TIMEOUT_S, round(left))),
+                application_name=application_name,
+            )
+            return
+        except StoreUnavailable as e:
+            if not is_unreachable(e) or time.monotonic() + 0.5 >= deadline:
+                raise
+        time.sleep(0.5)
+
+
 __all__ = [
+    "CONNECT_TIMEOUT_S",
     "DEFAULT_DSN",
     "DEFAULT_SCHEMA",
+    "DSN_ENV",
     "Database",
     "StoreError",
+    "cannot_connect",
     "check_available",
     "describe",
     "dsn_from_env",
+    "is_unreachable",
     "open_connection",
+    "wait_available",
 ]
