@@ -55,10 +55,18 @@ def operational(fn: Callable[..., int]) -> Callable[..., int]:
         from amends_core.errors import OperationError
         from amends_pipeline.kafka.topics import KafkaError, KafkaUnavailable
         from amends_pipeline.manifest import ManifestMissing
-        from amends_pipeline.postgres.errors import SchemaError, StoreError, StoreUnavailable
+        from amends_pipeline.postgres.errors import (
+            NamespaceUnknown,
+            SchemaError,
+            StoreError,
+            StoreUnavailable,
+        )
 
         try:
             return fn(*args, **kwargs)
+        except NamespaceUnknown as e:  # name the configuration file the user passed
+            config = getattr(args[0], "config", None) if args else None
+            raise UsageError(redact(e.message(config or "CONFIG.json"))) from None
         except (StoreUnavailable, KafkaUnavailable, SchemaError, ManifestMissing) as e:
             raise UsageError(redact(e)) from None
         except (OperationError, StoreError, KafkaError) as e:

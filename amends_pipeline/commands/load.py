@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
         msgs = plan(cfg, lines, args.default_partition)
     except RecordsError as e:
         raise UsageError(str(e)) from None
-    rt = Runtime(cfg)
+    rt = Runtime(cfg, read_only=True)  # reads the manifest only; never provisions
     topic = args.topic
     if topic is None:
         with rt.store("amends-load") as store:
