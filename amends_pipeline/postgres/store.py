@@ -184,12 +184,7 @@ def register_namespace(db: Database, cfg: Config) -> tuple[int, dict[StockKey, i
         ).fetchone()
         assert row is not None
         ns_id, registered = row
-        if registered != digest:
-            msg = (
-                f"namespace {cfg.namespace!r} is registered with configuration digest"
-                f" {registered[:12]}, this configuration has {digest[:12]}"
-            )
-            raise ConfigMismatch(msg)
+        same_configuration(cfg, registered, digest)
         for table in ("partitions", "relay_progress", "view_progress"):
             conn.execute(
                 sql.SQL(
@@ -213,6 +208,16 @@ def register_namespace(db: Database, cfg: Config) -> tuple[int, dict[StockKey, i
             "SELECT key_id, item, location FROM stock_keys WHERE ns_id = %s", (ns_id,)
         ).fetchall()
     return ns_id, {StockKey(i, loc): kid for kid, i, loc in rows}
+
+
+def same_configuration(cfg: Config, registered: str, digest: str) -> None:
+    """ConfigMismatch unless the namespace was registered with this configuration's digest."""
+    if registered != digest:
+        msg = (
+            f"namespace {cfg.namespace!r} is registered with configuration digest"
+            f" {registered[:12]}, this configuration has {digest[:12]}"
+        )
+        raise ConfigMismatch(msg)
 
 
 def lookup_namespace(db: Database, cfg: Config) -> tuple[int, dict[StockKey, int]]:
@@ -239,12 +244,7 @@ def lookup_namespace(db: Database, cfg: Config) -> tuple[int, dict[StockKey, int
             detail = f"schema {db.schema!r} has no namespace of that name"
             raise NamespaceUnknown(cfg.namespace, db.where, db.schema, detail)
         ns_id, registered = row
-        if registered != digest:
-            msg = (
-                f"namespace {cfg.namespace!r} is registered with configuration digest"
-                f" {registered[:12]}, this configuration has {digest[:12]}"
-            )
-            raise ConfigMismatch(msg)
+        same_configuration(cfg, registered, digest)
         rows = conn.execute(
             "SELECT key_id, item, location FROM stock_keys WHERE ns_id = %s", (ns_id,)
         ).fetchall()
