@@ -189,6 +189,9 @@ class RealBroker:
     ) -> None:
         self.workdir = Path(workdir)
         self.settings = {**DEFAULT_SETTINGS, **(settings or {})}
+        self._ports_chosen = port is None and not listeners
+        """Whether every port was picked here, so a lost race for one may pick again."""
+        self._started = False
         self.port = port or free_port()
         self.controller_port = free_port()
         self.listeners = {name.upper(): proto for name, proto in (listeners or {}).items()}
@@ -278,7 +281,48 @@ class RealBroker:
             msg = f"formatting Kafka storage in {self.data_dir} failed: {tail}"
             raise RealBrokerError(msg)
 
+    BIND_ATTEMPTS = 3
+    """How often a first start picks fresh ports after losing one to another process."""
+
     def start(self, timeout: float = 60.0) -> RealBroker:
+        """Start the broker and wait until it answers.
+
+        Free ports are found by binding port 0 and releasing it, so on a busy
+        machine another process can take one before the broker binds it. The
+        first start of a broker whose ports were all picked here then picks
+        fresh ones and tries again; a restart keeps its ports (clients hold them).
+        """
+        attempt = 0
+        while True:
+            attempt += 1
+            logs = [self.workdir / "logs" / "stdout.log", self.log_file]
+            seen = [f.stat().st_size if f.exists() else 0 for f in logs]
+            try:
+                self._start_once(timeout)
+            except RealBrokerError as e:
+                lost_port = any(map(self._bind_failed, logs, seen))
+                if lost_port and "Address already in use" not in str(e):
+                    e.args = (f"{e}: a port was already in use (java.net.BindException)",)
+                if self._started or not self._ports_chosen or not lost_port or attempt == self.BIND_ATTEMPTS:
+                    raise
+                self.port, self.controller_port = free_port(), free_port()
+                (self.workdir / "server.properties").write_text(self._properties())
+                continue
+            self._started = True
+            return self
+
+    @staticmethod
+    def _bind_failed(log: Path, since: int) -> bool:
+        """Whether the broker's output after byte ``since`` reports a port it could not bind."""
+        try:
+            with log.open("rb") as f:
+                f.seek(since)
+                text = f.read().decode(errors="replace")
+        except OSError:
+            return False
+        return "java.net.BindException" in text or "Address already in use" in text
+
+    def _start_once(self, timeout: float) -> None:
         if self.libs is None:
             self.format()
         out = open(self.workdir / "logs" / "stdout.log", "ab")  # noqa: SIM115 - owned by the process
@@ -289,7 +333,6 @@ class RealBroker:
         )
         out.close()
         self.wait_ready(timeout)
-        return self
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         """Block until the broker answers metadata requests (or its process died)."""

@@ -86,3 +86,42 @@ def test_amends_kafka_stop_without_a_started_broker_says_so(tmp_path: Path) -> N
         check=False, env=dict(os.environ),
     )
     assert r.returncode == 1 and "no broker state" in r.stderr
+
+
+def test_a_first_start_that_loses_its_port_to_another_process_picks_fresh_ports(tmp_path: Path) -> None:
+    import socket
+
+    broker = RealBroker(tmp_path / "kafka", heap="256m")
+    taken = broker.port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as squatter:
+        squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 0)
+        squatter.bind(("127.0.0.1", taken))  # another process took the port after it was picked
+        squatter.listen()
+        try:
+            broker.start()
+            assert broker.port != taken
+            from confluent_kafka.admin import AdminClient
+
+            md = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=10)
+            assert [b.port for b in md.brokers.values()] == [broker.port]  # it answers, on the new port
+        finally:
+            broker.kill()
+
+
+def test_a_broker_given_its_port_does_not_move_when_the_port_is_taken(tmp_path: Path) -> None:
+    import socket
+
+    import pytest
+
+    from amends_pipeline.kafka.realbroker import RealBrokerError, free_port
+
+    port = free_port()
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as squatter:
+        squatter.bind(("127.0.0.1", port))
+        squatter.listen()
+        broker = RealBroker(tmp_path / "kafka", port=port, heap="256m")
+        try:
+            with pytest.raises(RealBrokerError, match="Address already in use|BindException"):
+                broker.start()
+        finally:
+            broker.kill()
