@@ -151,9 +151,14 @@ def test_the_daemon_processes_each_stage_by_sensors_alone_and_survives_its_own_s
     _wait_for_certified(p, d, 2)
 
     with d.instance() as instance:
-        refolds = instance.get_runs(filters=dg.RunsFilter(job_name="refold_job", statuses=[dg.DagsterRunStatus.SUCCESS]))
-        boundaries = instance.get_runs(filters=dg.RunsFilter(job_name="boundary_job", statuses=[dg.DagsterRunStatus.SUCCESS]))
-        assert len(refolds) >= 3 and len(boundaries) >= 3
+        # One run per stage and job was launched by the sensors. A run killed with
+        # the daemon may already have recorded its results (stage 2 can be
+        # certified by a boundary run that monitoring later marks failed), so only
+        # the stages without a kill need a successful run of each job.
+        for job in ("refold_job", "boundary_job"):
+            runs = instance.get_runs(filters=dg.RunsFilter(job_name=job))
+            done = [r for r in runs if r.status == dg.DagsterRunStatus.SUCCESS]
+            assert len(runs) >= 3 and len(done) >= 2, (job, [r.status for r in runs])
         for key in ("published_envelopes", "view"):
             mats = instance.fetch_materializations(dg.AssetKey(key), limit=100).records
             assert len(mats) >= 3, key
