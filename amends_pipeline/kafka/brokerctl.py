@@ -2,7 +2,10 @@
 
 The channel carries line-delimited JSON: one object per request line, one object
 per reply line. Every reply has ``"ok"``; a failed command has ``"ok": false``
-and ``"error"``. The address is ``HOST:PORT`` (TCP on loopback) or a filesystem
+and ``"error"``. Every request carries the broker's ``"token"``, a random value
+the broker writes only into its state file (mode 0600); ``from_state_file``
+reads both address and token, and ``--control ADDRESS`` takes the token from
+``AMENDS_BROKER_TOKEN``. The address is ``HOST:PORT`` (TCP on loopback) or a filesystem
 path (a unix socket), as written in the broker's state file under ``control``.
 
 Shell use::
@@ -14,11 +17,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+TOKEN_ENV = "AMENDS_BROKER_TOKEN"
+MAX_REPLY = 64 * 1024 * 1024
+"""Longest reply line read (a ``requests`` listing can be long); longer is an error."""
 
 
 class BrokerControlError(Exception):
@@ -45,14 +53,15 @@ def split_host_port(address: str) -> tuple[str, int]:
 class BrokerControl:
     """Sends control commands; one short connection per command."""
 
-    def __init__(self, address: str, timeout: float = 15.0) -> None:
+    def __init__(self, address: str, timeout: float = 15.0, token: str | None = None) -> None:
         self.address = address
         self.timeout = timeout
+        self.token = token
 
     @classmethod
     def from_state_file(cls, path: str | Path, timeout: float = 15.0) -> BrokerControl:
         state = json.loads(Path(path).read_text(encoding="utf-8"))
-        return cls(state["control"], timeout=timeout)
+        return cls(state["control"], timeout=timeout, token=state.get("token"))
 
     def _connect(self) -> socket.socket:
         if is_unix_address(self.address):
@@ -73,17 +82,22 @@ class BrokerControl:
 
     def send(self, request: dict[str, Any]) -> dict[str, Any]:
         """Send one request object, return the reply object whatever its ``ok``."""
+        if self.token is not None and "token" not in request:
+            request = {**request, "token": self.token}
         line = json.dumps(request, separators=(",", ":")).encode() + b"\n"
         try:
             with self._connect() as sock:
                 sock.sendall(line)
                 with sock.makefile("rb") as f:
-                    raw = f.readline()
+                    raw = f.readline(MAX_REPLY + 1)
         except OSError as e:
             msg = f"control channel {self.address}: {e}"
             raise BrokerControlError(msg) from e
         if not raw:
             msg = f"control channel {self.address}: closed without a reply"
+            raise BrokerControlError(msg)
+        if len(raw) > MAX_REPLY:
+            msg = f"control channel {self.address}: reply longer than {MAX_REPLY} bytes"
             raise BrokerControlError(msg)
         reply: dict[str, Any] = json.loads(raw)
         return reply
@@ -116,7 +130,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--state-file", help="the broker's state file")
-    where.add_argument("--control", help="control address: HOST:PORT or a unix socket path")
+    where.add_argument(
+        "--control",
+        help=f"control address: HOST:PORT or a unix socket path (token from {TOKEN_ENV})",
+    )
     parser.add_argument("cmd", help="e.g. ping, status, create-topic, broker-down, stop")
     parser.add_argument(
         "fields", nargs="*", metavar="KEY=VALUE", help="command fields; VALUE is JSON or text"
@@ -127,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ctl = (
             BrokerControl.from_state_file(args.state_file)
             if args.state_file
-            else BrokerControl(args.control)
+            else BrokerControl(args.control, token=os.environ.get(TOKEN_ENV) or None)
         )
         reply = ctl.send({"cmd": args.cmd, **fields})
     except (ValueError, OSError, KeyError, BrokerControlError) as e:

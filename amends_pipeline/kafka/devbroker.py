@@ -23,13 +23,17 @@ import argparse
 import ctypes
 import datetime as dt
 import glob
+import hmac
+import ipaddress
 import json
 import os
 import re
+import secrets
 import shutil
 import signal
 import socket
 import socketserver
+import struct
 import subprocess
 import sys
 import tempfile
@@ -84,6 +88,16 @@ API_NAMES: dict[int, str] = {v: k for k, v in API_KEYS.items()}
 
 # Kafka's legal topic names.
 TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+CONTROL_MAX_LINE = 64 * 1024
+"""Longest control request line (bytes); a longer one is refused and its connection closed."""
+CONTROL_MAX_CONNECTIONS = 8
+"""Control connections served at once; more are refused at once (no thread is started)."""
+CONTROL_IDLE_S = 30
+"""A control connection that sends nothing for this long is closed."""
+CONTROL_MAX_ERRORS = 1024
+"""Most error codes one push-request-errors may queue."""
+_INT32 = (-(2**31), 2**31 - 1)
+_INT64 = (-(2**63), 2**63 - 1)
 
 # What the mock keeps per partition (rdkafka_mock.c: max_size, max_cnt); older
 # message sets drop off and the low watermark rises.
@@ -228,11 +242,11 @@ def error_code(value: int | str) -> int:
         msg = f"not an error code: {value!r}"
         raise ValueError(msg)
     if isinstance(value, int):
-        return value
+        return _in_c_int(value, "error code")
     if isinstance(value, str):
         text = value.strip()
-        if re.fullmatch(r"-?\d+", text):
-            return int(text)
+        if re.fullmatch(r"-?\d{1,20}", text):
+            return _in_c_int(int(text), "error code")
         from confluent_kafka import KafkaError
 
         for candidate in (text, text.upper(), "_" + text.upper().lstrip("_")):
@@ -241,6 +255,15 @@ def error_code(value: int | str) -> int:
                 return code
     msg = f"unknown Kafka error {value!r} (use a code or a KafkaError name)"
     raise ValueError(msg)
+
+
+def _in_c_int(value: int, what: str) -> int:
+    """``value`` when it fits a C int (32 bits), else ValueError: never let ctypes truncate it."""
+    lo, hi = _INT32
+    if not lo <= value <= hi:
+        msg = f"{what} out of range: {value} (a 32-bit integer, {lo}..{hi})"
+        raise ValueError(msg)
+    return value
 
 
 def error_name(code: int) -> str:
@@ -437,7 +460,20 @@ def parse_topic(spec: str) -> tuple[str, int]:
     return name, int(count)
 
 
-_LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "::1"}
+def is_loopback_host(host: str) -> bool:
+    """True for a loopback IP address (127.0.0.0/8, ::1), or ``localhost`` resolving only to loopback."""
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        pass
+    if host.lower().rstrip(".") != "localhost":
+        return False
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except OSError:
+        return False
+    addrs = {str(info[4][0]).split("%")[0] for info in infos}
+    return bool(addrs) and all(ipaddress.ip_address(a).is_loopback for a in addrs)
 
 
 def parse_control(spec: str) -> tuple[str, Any]:
@@ -453,8 +489,11 @@ def parse_control(spec: str) -> tuple[str, Any]:
     except ValueError as e:
         msg = f"--control {e}"
         raise UsageError(msg) from None
-    if host not in _LOOPBACK_HOSTS and not host.startswith("127."):
-        msg = f"--control {spec}: the control channel has no authentication; use a loopback host"
+    if not is_loopback_host(host):
+        msg = (
+            f"--control {spec}: the control channel listens on loopback only (127.0.0.0/8, ::1,"
+            " localhost); its token protects it from other local users, not from the network"
+        )
         raise UsageError(msg)
     if port > 65535:
         msg = f"--control {spec}: port out of range"
@@ -463,29 +502,61 @@ def parse_control(spec: str) -> tuple[str, Any]:
 
 
 def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2, sort_keys=True)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    """Replace ``path`` with ``data`` as JSON, readable by the owner only (mode 0600).
+
+    The temporary file is made by ``mkstemp`` in the same directory (unpredictable
+    name, created exclusively with mode 0600), then renamed over ``path``: a reader
+    sees the old file or the new one, and the token is never readable by others.
+    """
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=2, sort_keys=True)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
 
 
-def _field(req: Mapping[str, Any], name: str, kind: type, default: Any = ...) -> Any:
+def _field(
+    req: Mapping[str, Any], name: str, kind: type, default: Any = ...,
+    bounds: tuple[int, int] = _INT32,
+) -> Any:
+    """A request field of type ``kind``; integers must lie in ``bounds`` (default: a C int)."""
     if name not in req:
         if default is ...:
             msg = f"missing field {name!r}"
             raise ValueError(msg)
         return default
     value = req[name]
-    if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
-        msg = f"field {name!r} must be an integer"
-        raise ValueError(msg)
+    if kind is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            msg = f"field {name!r} must be an integer"
+            raise ValueError(msg)
+        lo, hi = bounds
+        if not lo <= value <= hi:
+            msg = f"field {name!r} out of range: {value} (expected {lo}..{hi})"
+            raise ValueError(msg)
     if kind is str and not isinstance(value, str):
         msg = f"field {name!r} must be a string"
         raise ValueError(msg)
     return value
+
+
+def _topic_field(req: Mapping[str, Any]) -> str:
+    """The ``topic`` field, a legal topic name (no NUL or other bytes C would cut at)."""
+    topic: str = _field(req, "topic", str)
+    if not TOPIC_RE.match(topic):
+        msg = f"illegal topic name {topic[:80]!r}: 1-249 of [A-Za-z0-9._-]"
+        raise ValueError(msg)
+    return topic
 
 
 class BrokerServer:
@@ -502,6 +573,8 @@ class BrokerServer:
         self.stop_reason = ""
         self._state_lock = threading.Lock()
         self._cmd_lock = threading.Lock()  # one control command at a time
+        self.token = secrets.token_hex(32)
+        """Required in every control request; written only to the private state file."""
 
     def state(self) -> dict[str, Any]:
         return {
@@ -514,6 +587,7 @@ class BrokerServer:
             "topics": dict(sorted(self.topics.items())),
             "librdkafka": librdkafka_version(),
             "started_at": self.started_at,
+            "token": self.token,
         }
 
     def save_state(self) -> None:
@@ -533,16 +607,22 @@ class BrokerServer:
         self.topics[name] = partitions
 
     def _broker_id(self, req: Mapping[str, Any]) -> int:
-        broker: int = _field(req, "broker", int)
+        broker: int = _field(req, "broker", int, bounds=(-1, 64))
         if broker != -1 and not 1 <= broker <= self.cluster.brokers:
             msg = f"no broker {broker}; ids are 1..{self.cluster.brokers}, or -1 for all"
             raise ValueError(msg)
         return broker
 
-    def handle(self, req: Mapping[str, Any]) -> dict[str, Any]:
-        """Run one control command; never raises."""
+    def handle(self, req: Mapping[str, Any], *, peer_is_owner: bool = False) -> dict[str, Any]:
+        """Run one control command; never raises.
+
+        ``peer_is_owner``: the request came over the unix socket from a process of
+        the broker's own user (kernel-checked peer credentials); it needs no token.
+        """
         if not isinstance(req, Mapping):
             return {"ok": False, "error": "a request is a JSON object with a 'cmd' field"}
+        if not peer_is_owner and not self.authorized(req):
+            return {"ok": False, "error": UNAUTHORIZED}
         cmd = req.get("cmd")
         handler = _COMMANDS.get(cmd) if isinstance(cmd, str) else None
         if handler is None:
@@ -559,6 +639,11 @@ class BrokerServer:
             return {"ok": False, "error": str(e)}
         return {"ok": True, **reply}
 
+    def authorized(self, req: Mapping[str, Any]) -> bool:
+        """The request carries this broker's token (compared in constant time)."""
+        token = req.get("token")
+        return isinstance(token, str) and hmac.compare_digest(token.encode(), self.token.encode())
+
     # -- commands
     def cmd_ping(self, req: Mapping[str, Any]) -> dict[str, Any]:
         return {"pid": os.getpid(), "bootstrap": self.cluster.bootstrap}
@@ -567,15 +652,15 @@ class BrokerServer:
         return self.state()
 
     def cmd_create_topic(self, req: Mapping[str, Any]) -> dict[str, Any]:
-        topic = _field(req, "topic", str)
-        partitions = _field(req, "partitions", int, 1)
-        rf = _field(req, "replication_factor", int, 1)
+        topic = _topic_field(req)
+        partitions = _field(req, "partitions", int, 1, bounds=(1, 10_000))
+        rf = _field(req, "replication_factor", int, 1, bounds=(1, self.cluster.brokers))
         self.create_topic(topic, partitions, rf)
         self.save_state()
         return {"topic": topic, "partitions": partitions}
 
     def cmd_delete_topic(self, req: Mapping[str, Any]) -> dict[str, Any]:
-        topic = _field(req, "topic", str)
+        topic = _topic_field(req)
         self.cluster.delete_topic(topic)
         self.topics.pop(topic, None)
         self.save_state()
@@ -601,10 +686,7 @@ class BrokerServer:
 
     def cmd_set_rtt(self, req: Mapping[str, Any]) -> dict[str, Any]:
         broker = self._broker_id(req)
-        rtt = _field(req, "rtt_ms", int)
-        if rtt < 0:
-            msg = "rtt_ms must not be negative"
-            raise ValueError(msg)
+        rtt = _field(req, "rtt_ms", int, bounds=(0, 3_600_000))
         self.cluster.set_rtt(broker, rtt)
         return {"broker": broker, "rtt_ms": rtt}
 
@@ -613,6 +695,9 @@ class BrokerServer:
         raw = req.get("errors")
         if not isinstance(raw, list) or not raw:
             msg = "field 'errors' must be a non-empty list of error codes or names"
+            raise ValueError(msg)
+        if len(raw) > CONTROL_MAX_ERRORS:
+            msg = f"field 'errors' has {len(raw)} entries; at most {CONTROL_MAX_ERRORS}"
             raise ValueError(msg)
         codes = [error_code(e) for e in raw]
         self.cluster.push_request_errors(key, codes)
@@ -628,15 +713,15 @@ class BrokerServer:
         return {"api_key": key}
 
     def cmd_topic_error(self, req: Mapping[str, Any]) -> dict[str, Any]:
-        topic = _field(req, "topic", str)
+        topic = _topic_field(req)
         code = error_code(req.get("error", 0))
         self.cluster.set_topic_error(topic, code)
         return {"topic": topic, "error": error_name(code)}
 
     def cmd_delete_records(self, req: Mapping[str, Any]) -> dict[str, Any]:
-        topic = _field(req, "topic", str)
-        partition = _field(req, "partition", int)
-        offset = _field(req, "offset", int)
+        topic = _topic_field(req)
+        partition = _field(req, "partition", int, bounds=(0, _INT32[1]))
+        offset = _field(req, "offset", int, bounds=(0, _INT64[1]))
         self.cluster.delete_records(topic, partition, offset)
         return {"topic": topic, "partition": partition, "low_watermark": offset}
 
@@ -690,12 +775,40 @@ _COMMANDS = {
 }
 
 
+UNAUTHORIZED = "refused: missing or wrong control token (it is in the broker's state file)"
+
+
 class _ControlHandler(socketserver.StreamRequestHandler):
-    timeout = 300
+    timeout = CONTROL_IDLE_S
+
+    def _reply(self, reply: Mapping[str, Any]) -> None:
+        self.wfile.write(json.dumps(reply, separators=(",", ":")).encode() + b"\n")
+        self.wfile.flush()
+
+    def _peer_is_owner(self) -> bool:
+        """A unix-socket peer running as this process's user (SO_PEERCRED); False on TCP."""
+        if getattr(socket, "SO_PEERCRED", None) is None or self.request.family != socket.AF_UNIX:
+            return False
+        try:
+            raw = self.request.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        except OSError:
+            return False
+        _pid, uid, _gid = struct.unpack("3i", raw)
+        return bool(uid == os.getuid())
 
     def handle(self) -> None:
         broker: BrokerServer = self.server.broker  # type: ignore[attr-defined]
-        for raw in self.rfile:
+        owner = self._peer_is_owner()
+        while True:
+            try:
+                raw = self.rfile.readline(CONTROL_MAX_LINE + 1)
+            except OSError:  # idle too long, or the peer reset
+                return
+            if not raw:
+                return
+            if len(raw) > CONTROL_MAX_LINE:
+                self._reply({"ok": False, "error": f"request line longer than {CONTROL_MAX_LINE} bytes"})
+                return  # the rest of the line is never read
             if not raw.strip():
                 continue
             try:
@@ -703,16 +816,40 @@ class _ControlHandler(socketserver.StreamRequestHandler):
             except (json.JSONDecodeError, UnicodeDecodeError) as e:
                 reply: dict[str, Any] = {"ok": False, "error": f"not JSON: {e}"}
             else:
-                reply = broker.handle(req)
-            self.wfile.write(json.dumps(reply, separators=(",", ":")).encode() + b"\n")
-            self.wfile.flush()
+                reply = broker.handle(req, peer_is_owner=owner)
+            self._reply(reply)
+            if reply.get("error") == UNAUTHORIZED:
+                return
             if reply.get("ok") and isinstance(req, dict) and req.get("cmd") == "stop":
                 broker.stop_event.set()
                 return
 
 
 class _ControlServer:
+    """Bounded threading: at most CONTROL_MAX_CONNECTIONS handler threads at a time."""
+
     broker: BrokerServer
+    _slots = threading.BoundedSemaphore(CONTROL_MAX_CONNECTIONS)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            try:
+                request.sendall(b'{"ok":false,"error":"too many control connections; retry"}\n')
+            except OSError:
+                pass
+            self.shutdown_request(request)  # type: ignore[attr-defined]
+            return
+        try:
+            super().process_request(request, client_address)  # type: ignore[misc]
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)  # type: ignore[misc]
+        finally:
+            self._slots.release()
 
 
 class _TCPControl(_ControlServer, socketserver.ThreadingTCPServer):
@@ -758,7 +895,9 @@ def _check_state_file(path: Path) -> None:
         return
     try:
         state = json.loads(path.read_text(encoding="utf-8"))
-        reply = BrokerControl(state["control"], timeout=2.0).send({"cmd": "ping"})
+        reply = BrokerControl(state["control"], timeout=2.0, token=state.get("token")).send(
+            {"cmd": "ping"}
+        )
     except (OSError, ValueError, KeyError, TypeError, BrokerControlError):
         return  # stale
     if reply.get("ok"):
@@ -847,6 +986,7 @@ def serve(args: argparse.Namespace) -> int:
         try:
             if kind == "unix":
                 control = _UnixControl(where, _ControlHandler)
+                os.chmod(where, 0o600)
                 broker.control_address = where
             else:
                 host, port = where
@@ -1064,7 +1204,9 @@ class DevBroker:
 
     def control(self, cmd: str, **fields: Any) -> dict[str, Any]:
         """Send one control command; raises BrokerControlError unless it succeeded."""
-        return BrokerControl(self.control_address).request(cmd, **fields)
+        return BrokerControl(self.control_address, token=self.state.get("token")).request(
+            cmd, **fields
+        )
 
     def create_topic(self, topic: str, partitions: int = 1) -> dict[str, Any]:
         return self.control("create-topic", topic=topic, partitions=partitions)

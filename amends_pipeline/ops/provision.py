@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass
 
@@ -93,6 +94,23 @@ def _create_by_hand(topic: str, partitions: int, output: bool) -> str:
     )
 
 
+def replication_warning(topic: str, replication_factor: int, brokers: int) -> str | None:
+    """The warning line for a topic created with one replica on a multi-broker cluster, else None.
+
+    One replica is right for a single development broker; on a cluster of
+    several brokers it means losing one broker loses the topic's data (source
+    history, or the compacted output a view rebuilds from), which is rarely meant.
+    """
+    if replication_factor != 1 or brokers <= 1:
+        return None
+    return (
+        f"amends provision: warning: topic {topic!r} was created with replication factor 1 on a"
+        f" cluster of {brokers} brokers: losing one broker loses its data; set"
+        f" {REPLICATION_FACTOR_ENV} (e.g. 3) before provisioning, or raise it with"
+        " kafka-reassign-partitions.sh"
+    )
+
+
 def _create_topic(
     rt: Runtime, topic: str, partitions: int, output: bool, rf: int, min_isr: int | None
 ) -> bool:
@@ -153,6 +171,9 @@ def _create_topic(
             f" {_create_by_hand(topic, partitions, output)}"
         )
         raise ProvisionError(msg) from None
+    warning = replication_warning(topic, rf, len(md.brokers))
+    if warning is not None:
+        print(warning, file=sys.stderr, flush=True)
     return True
 
 

@@ -41,8 +41,101 @@ IDLE_IN_TRANSACTION_TIMEOUT_S = 300
 
 A client that vanishes mid-transaction (or whose COMMIT never arrives) must
 not hold a partition or view lock until TCP keepalive notices; no amends
-transaction legitimately pauses this long between statements.
+transaction legitimately pauses this long between statements. Only idle time
+*inside* a transaction counts: an idle session outside one (the relay's lock
+session) is never ended, and amends turns ``idle_session_timeout`` off.
 """
+STATEMENT_TIMEOUT_S = 300
+"""The server cancels any one statement of an amends session that runs this long.
+
+The largest statements amends issues (the COPY of a big batch, a verification
+snapshot of a whole namespace) take seconds; a statement still running after
+five minutes is stuck (a lock or I/O problem), and failing it as a retryable
+``StatementTimeout`` is better than a role that hangs. Migrations lift it for
+their own transaction. 0 turns it off. Override: ``AMENDS_PG_STATEMENT_TIMEOUT``.
+"""
+LOCK_TIMEOUT_S = 60
+"""The server gives up a wait for a row or table lock after this many seconds.
+
+Amends transactions hold their locks for one batch (seconds at most); a wait
+this long means a stuck or foreign session holds the lock. The waiting
+operation fails as a retryable ``LockTimeout`` naming the wait, instead of
+queueing forever behind it. Migrations lift it for their own transaction.
+0 turns it off. Override: ``AMENDS_PG_LOCK_TIMEOUT``.
+"""
+KEEPALIVE_IDLE_S = 30
+"""TCP keepalive (client and server side): first probe after this much silence."""
+KEEPALIVE_INTERVAL_S = 10
+"""TCP keepalive: seconds between unanswered probes."""
+KEEPALIVE_COUNT = 3
+"""TCP keepalive: unanswered probes before the connection counts as dead.
+
+With the two values above a peer that vanished (host down, cable cut, NAT
+entry dropped) is noticed after about a minute, by the client (a role gets
+StoreUnavailable and reconnects) and by the server (which then releases the
+session's locks, the relay's advisory lock included).
+"""
+TCP_USER_TIMEOUT_S = 60
+"""Transmitted data left unacknowledged this long closes the connection (``tcp_user_timeout``).
+
+Keepalives only probe an idle connection; this bounds a send that the peer
+never acknowledges, e.g. a COMMIT written into a dead connection.
+"""
+STATEMENT_TIMEOUT_ENV = "AMENDS_PG_STATEMENT_TIMEOUT"
+LOCK_TIMEOUT_ENV = "AMENDS_PG_LOCK_TIMEOUT"
+
+
+def timeout_from_env(name: str, default: int) -> int:
+    """Whole seconds from the environment variable ``name`` (0 = off), else ``default``.
+
+    A value that is not a whole number from 0 to 86400 is refused (StoreError),
+    so a typo never silently runs without a timeout.
+    """
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit() or int(raw) > 86400:
+        msg = f"{name}={raw!r}: expected whole seconds from 0 (off) to 86400"
+        raise StoreError(msg)
+    return int(raw)
+
+
+def client_keepalives(conninfo: str) -> dict[str, str]:
+    """libpq keepalive settings to add to ``conninfo``: only those it does not set itself."""
+    wanted = {
+        "keepalives": "1",
+        "keepalives_idle": str(KEEPALIVE_IDLE_S),
+        "keepalives_interval": str(KEEPALIVE_INTERVAL_S),
+        "keepalives_count": str(KEEPALIVE_COUNT),
+        "tcp_user_timeout": str(TCP_USER_TIMEOUT_S * 1000),
+    }
+    try:
+        given = conninfo_to_dict(conninfo)
+    except psycopg.Error:
+        return wanted  # the connect call reports the malformed DSN
+    return {k: v for k, v in wanted.items() if k not in given}
+
+
+def session_settings(
+    *, statement_timeout_s: int, lock_timeout_s: int, idle_in_transaction_timeout_s: int | None,
+    server_version: int,
+) -> list[tuple[str, str]]:
+    """The (parameter, value) pairs ``open_connection`` SETs on every session."""
+    out = [
+        ("statement_timeout", f"{statement_timeout_s * 1000}"),
+        ("lock_timeout", f"{lock_timeout_s * 1000}"),
+        ("tcp_keepalives_idle", str(KEEPALIVE_IDLE_S)),
+        ("tcp_keepalives_interval", str(KEEPALIVE_INTERVAL_S)),
+        ("tcp_keepalives_count", str(KEEPALIVE_COUNT)),
+    ]
+    if idle_in_transaction_timeout_s is not None:
+        out.append(("idle_in_transaction_session_timeout", f"{idle_in_transaction_timeout_s * 1000}"))
+    if server_version >= 120000:
+        out.append(("tcp_user_timeout", f"{TCP_USER_TIMEOUT_S * 1000}"))
+    if server_version >= 140000:
+        # A server-wide idle_session_timeout would silently end the relay's lock session.
+        out.append(("idle_session_timeout", "0"))
+    return out
 
 
 def dsn_from_env() -> str:
@@ -117,9 +210,17 @@ def open_connection(
     *,
     connect_timeout: int = CONNECT_TIMEOUT_S,
     application_name: str = "amends",
-    idle_in_transaction_timeout_s: int | None = None,
+    idle_in_transaction_timeout_s: int | None = IDLE_IN_TRANSACTION_TIMEOUT_S,
+    statement_timeout_s: int | None = None,
+    lock_timeout_s: int | None = None,
 ) -> psycopg.Connection[Any]:
     """A new autocommit session whose search_path is ``schema``; StoreUnavailable on failure.
+
+    Every session gets TCP keepalives and ``tcp_user_timeout`` (libpq, unless
+    the DSN sets them), and the server-side timeouts of ``session_settings``:
+    statement and lock timeouts (None: ``AMENDS_PG_STATEMENT_TIMEOUT`` /
+    ``AMENDS_PG_LOCK_TIMEOUT`` or the constants), idle-in-transaction timeout,
+    server keepalives, and ``idle_session_timeout`` off.
 
     libpq may quote the connection string, password included, in the text of
     a failure to connect: the driver's exception stays attached as the cause,
@@ -127,12 +228,17 @@ def open_connection(
     """
     remember_dsn(conninfo)
     where = describe(conninfo)
+    if statement_timeout_s is None:
+        statement_timeout_s = timeout_from_env(STATEMENT_TIMEOUT_ENV, STATEMENT_TIMEOUT_S)
+    if lock_timeout_s is None:
+        lock_timeout_s = timeout_from_env(LOCK_TIMEOUT_ENV, LOCK_TIMEOUT_S)
     try:
         conn = psycopg.connect(
             conninfo,
             autocommit=True,
             connect_timeout=connect_timeout,
             application_name=application_name,
+            **client_keepalives(conninfo),
         )
     except psycopg.ProgrammingError as e:  # malformed DSN
         e.args = (one_line(e),)
@@ -145,12 +251,20 @@ def open_connection(
     try:
         if schema is not None:
             conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
-        if idle_in_transaction_timeout_s is not None:
-            conn.execute(
-                sql.SQL("SET idle_in_transaction_session_timeout = {}").format(
-                    sql.Literal(idle_in_transaction_timeout_s * 1000)
+        settings = session_settings(
+            statement_timeout_s=statement_timeout_s,
+            lock_timeout_s=lock_timeout_s,
+            idle_in_transaction_timeout_s=idle_in_transaction_timeout_s,
+            server_version=conn.info.server_version,
+        )
+        conn.execute(
+            sql.SQL("SELECT {}").format(
+                sql.SQL(", ").join(
+                    sql.SQL("set_config({}, {}, false)").format(sql.Literal(k), sql.Literal(v))
+                    for k, v in settings
                 )
             )
+        )
     except psycopg.Error as e:
         conn.close()
         raise translate(e, f"{where}: preparing the session") from e
@@ -351,6 +465,10 @@ def wait_available(
 
 __all__ = [
     "CONNECT_TIMEOUT_S",
+    "LOCK_TIMEOUT_ENV",
+    "LOCK_TIMEOUT_S",
+    "STATEMENT_TIMEOUT_ENV",
+    "STATEMENT_TIMEOUT_S",
     "DEFAULT_DSN",
     "DEFAULT_SCHEMA",
     "DSN_ENV",

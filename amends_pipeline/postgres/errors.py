@@ -67,6 +67,23 @@ class StoreConflict(StoreError, OperationError):
     """A transient concurrency failure (deadlock, serialization, lock timeout); retry."""
 
 
+class LockTimeout(StoreConflict):
+    """A statement waited longer than ``lock_timeout`` for a lock another session holds.
+
+    Nothing of the unit of work was committed; the roles retry it. Repeated,
+    it names a session that holds its locks too long (see pg_stat_activity).
+    """
+
+
+class StatementTimeout(StoreConflict):
+    """A statement ran longer than ``statement_timeout`` and the server cancelled it.
+
+    Nothing of the unit of work was committed; the roles retry it. Repeated,
+    the statement is stuck (locks, I/O) or the timeout is too short for the
+    data (``AMENDS_PG_STATEMENT_TIMEOUT``).
+    """
+
+
 class CommitUnknown(StoreError, OperationError):
     """COMMIT was sent but its reply was lost: the transaction may or may not have committed.
 
@@ -151,6 +168,16 @@ def translate(e: psycopg.Error, where: str, *, committing: bool = False) -> Stor
                 f"{where}: the commit outcome is unknown ({primary_message(e)})", operation=where
             )
         return StoreUnavailable(f"{where}: {primary_message(e)}")
+    if isinstance(e, pgerr.LockNotAvailable):
+        return LockTimeout(
+            f"{where}: {primary_message(e)} (another session held the lock past lock_timeout;"
+            " nothing was committed, retry)"
+        )
+    if isinstance(e, pgerr.QueryCanceled) and "statement timeout" in primary_message(e):
+        return StatementTimeout(
+            f"{where}: {primary_message(e)} (the statement ran past statement_timeout;"
+            " nothing was committed, retry)"
+        )
     if isinstance(e, _TRANSIENT):
         return StoreConflict(f"{where}: {primary_message(e)}")
     if isinstance(e, _SCHEMA):

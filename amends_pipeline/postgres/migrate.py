@@ -100,6 +100,45 @@ def _applied(conn: psycopg.Connection[Any]) -> dict[int, tuple[str, str]]:
     return {v: (n, c) for v, n, c in rows}
 
 
+def _check_owner(conn: psycopg.Connection[Any], schema: str, where: str) -> None:
+    """Refuse to adopt an existing schema that another role owns and amends never migrated.
+
+    ``CREATE SCHEMA IF NOT EXISTS`` would silently put our tables into someone
+    else's schema, whose owner can drop or replace anything in it. Used as it
+    is: a schema the current user owns, one owned by ``pg_database_owner``
+    (PostgreSQL 15's ``public``) when the current user owns the database, and
+    one that already has a ``schema_migrations`` table the current user owns
+    (migrated by us before; the schema's ownership was transferred later).
+    A schema a superuser or the database's owner created for us (a DBA's usual
+    set-up, with CREATE granted to our role) is used too: those roles can drop
+    anything in the database anyway, so their ownership adds no risk. The risk
+    is an ordinary other role, which could replace our tables behind our back.
+    """
+    row = conn.execute(
+        "SELECT pg_get_userbyid(n.nspowner), current_user,"
+        " pg_get_userbyid((SELECT datdba FROM pg_database WHERE datname = current_database())),"
+        " EXISTS (SELECT 1 FROM pg_class c WHERE c.relnamespace = n.oid"
+        " AND c.relname = 'schema_migrations' AND c.relkind IN ('r', 'p')"
+        " AND c.relowner = (SELECT oid FROM pg_roles WHERE rolname = current_user)),"
+        " (SELECT rolsuper FROM pg_roles WHERE oid = n.nspowner)"
+        " FROM pg_namespace n WHERE n.nspname = %s",
+        (schema,),
+    ).fetchone()
+    if row is None:
+        return  # absent: we create it, owned by the current user
+    owner, me, db_owner, migrated, owner_is_superuser = row
+    trusted = owner_is_superuser or owner == db_owner
+    if owner == me or migrated or trusted or (owner == "pg_database_owner" and db_owner == me):
+        return
+    msg = (
+        f"{where}: schema {schema!r} exists and belongs to role {owner!r}, not to {me!r},"
+        " and has no amends migrations: refusing to put amends tables into another role's"
+        " schema; choose another schema (AMENDS_PG_SCHEMA) or have its owner transfer it"
+        f" (ALTER SCHEMA {schema} OWNER TO {me})"
+    )
+    raise MigrationError(msg)
+
+
 def migrate(
     conninfo: str,
     schema: str = DEFAULT_SCHEMA,
@@ -115,7 +154,12 @@ def migrate(
     conn = open_connection(conninfo, None)
     try:
         conn.execute("BEGIN")
+        # A migration may rewrite big tables and waits for a concurrent runner (the
+        # advisory lock) and for short amends transactions: no session timeouts here.
+        conn.execute("SET LOCAL statement_timeout = 0")
+        conn.execute("SET LOCAL lock_timeout = 0")
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(schema),))
+        _check_owner(conn, schema, where)
         conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
         conn.execute(sql.SQL("SET LOCAL search_path TO {}").format(sql.Identifier(schema)))
         conn.execute(_LEDGER)

@@ -77,8 +77,15 @@ def output_key(envelope: bytes) -> bytes:
     return ident.encoded.encode("utf-8")
 
 
-def _lock_id(namespace: str, partition: int) -> int:
-    digest = hashlib.sha256(f"amends-relay:{namespace}:{partition}".encode()).digest()
+def _lock_id(schema: str, namespace: str, partition: int) -> int:
+    """The advisory-lock key of one relay partition.
+
+    Advisory locks are per database, not per schema: the schema is part of the
+    key, so namespaces of the same name in two schemas of one database (two
+    environments, a test and a demo) never block each other's relays.
+    """
+    ident = json.dumps(["amends-relay", schema, namespace, partition], separators=(",", ":"))
+    digest = hashlib.sha256(ident.encode()).digest()
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
@@ -87,7 +94,7 @@ class RelayLock:
 
     def __init__(self, conninfo: str, schema: str, namespace: str, partition: int) -> None:
         self.conn = open_connection(conninfo, schema, application_name="amends-relay-lock")
-        key = _lock_id(namespace, partition)
+        key = _lock_id(schema, namespace, partition)
         try:
             row = self.conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
         except psycopg.Error as e:  # a lost session is StoreUnavailable (retried at start-up)
