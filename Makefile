@@ -57,7 +57,7 @@ bench: setup
 # Long hostile-input run for nightly CI (not part of `make test`).
 fuzz-nightly: venv
 	AMENDS_FUZZ_EXAMPLES=200000 AMENDS_ORACLE_MANY_EXAMPLES=20000 \
-		$(PY) -m pytest tests/unit/test_wire_fuzz.py tests/unit/test_oracle_decode_fuzz.py \
+		$(PY) -m pytest tests/unit/test_wire_fuzz.py tests/unit/test_oracle_decode_fuzz.py tests/unit/test_hostile_input_fuzz.py \
 		tests/unit/test_oracle_agreement.py -q -p no:cacheprovider
 
 # Long simulation soak for nightly CI (about 2.5 hours on 2 cores).

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from amends_core import limits
 from amends_core.fold import FoldDelta
 from amends_core.ledger import (
     INT64_MAX,
@@ -27,8 +28,37 @@ Latest = Callable[[OutputID], Envelope | None]
 WITHDRAWN = Payload(present=False)
 
 
-class VersionExhausted(ArithmeticError):
+class OutputOperationError(ArithmeticError):
+    """An output cannot be committed: an operation error, never a rejection."""
+
+
+class VersionExhausted(OutputOperationError):
     """An output ID reached the largest signed 64-bit version."""
+
+
+class EnvelopeTooLarge(OutputOperationError):
+    """An envelope would exceed ``limits.MAX_ENVELOPE_BYTES`` (a defect: limits forbid it)."""
+
+
+def status_payload(delta: FoldDelta) -> Payload:
+    """The key-status payload: the first ``MAX_STATUS_REASONS`` references and their total."""
+    return Payload(
+        True,
+        status=delta.status,
+        reasons=delta.reasons[: limits.MAX_STATUS_REASONS],
+        reason_count=len(delta.reasons),
+    )
+
+
+def check_size(env: Envelope) -> None:
+    """Raise EnvelopeTooLarge unless ``env`` encodes within ``limits.MAX_ENVELOPE_BYTES``."""
+    size = len(env.to_bytes())
+    if size > limits.MAX_ENVELOPE_BYTES:
+        msg = (
+            f"output {env.output_id.encoded[:200]} version {env.version} would be {size} bytes,"
+            f" above the {limits.MAX_ENVELOPE_BYTES} byte envelope limit"
+        )
+        raise EnvelopeTooLarge(msg)
 
 
 def _next_version(cur: Envelope | None, oid: OutputID) -> int:
@@ -46,6 +76,10 @@ def reconcile(namespace: str, delta: FoldDelta, latest: Latest, cause: Cause) ->
     Order: business IDs by encoded output ID (alert before balance, then day,
     which is exactly the lexicographic order of the encoded JSON tuples inside
     one key), the key-status ID last.
+
+    Raises VersionExhausted, or EnvelopeTooLarge when the key-status envelope
+    (the only one whose size depends on data beyond bounded identifiers)
+    would exceed the envelope limit.
     """
     out: list[Envelope] = []
     key = delta.key
@@ -84,10 +118,13 @@ def reconcile(namespace: str, delta: FoldDelta, latest: Latest, cause: Cause) ->
                 MessageType.BALANCE_STATED,
                 MessageType.BALANCE_RETRACTED,
             )
+    before = len(out)
     emit(
         OutputID(namespace, Family.STATUS, key, None),
-        Payload(True, status=delta.status, reasons=delta.reasons),
+        status_payload(delta),
         MessageType.KEY_STATUS_STATED,
         MessageType.KEY_STATUS_STATED,
     )
+    if len(out) > before:
+        check_size(out[-1])
     return out

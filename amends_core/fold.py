@@ -13,7 +13,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 
-from amends_core import timefmt, wire
+from amends_core import limits, timefmt, wire
 from amends_core.ledger import (
     KINDS,
     AlertRow,
@@ -129,6 +129,8 @@ class KeyState:
     alerts: dict[int, AlertRow] = field(default_factory=dict)
     status: Status = Status.READY
     reasons: tuple[ConflictRef, ...] = ()
+    """Every current conflict reference, sorted (projections and envelopes carry the first
+    ``limits.MAX_STATUS_REASONS``)."""
 
     @property
     def key(self) -> StockKey:
@@ -138,7 +140,7 @@ class KeyState:
         return Projection(
             self.key,
             self.status,
-            self.reasons,
+            self.reasons[: limits.MAX_STATUS_REASONS],
             tuple(BalanceRow(d, c) for d, c in zip(self.days, self.closes, strict=True)),
             tuple(self.alerts[d] for d in sorted(self.alerts)),
         )

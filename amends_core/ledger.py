@@ -12,9 +12,19 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from amends_core import timefmt
+from amends_core import limits, timefmt
 
-SCHEMA_VERSION = 1
+CONFIG_SCHEMA_VERSION = 1
+"""The configuration document format this code reads."""
+ENVELOPE_SCHEMA_VERSION = 2
+"""The output envelope format this code writes.
+
+Version 2 added ``reason_count`` to key-status payloads and bounds their
+``reasons`` to the first ``limits.MAX_STATUS_REASONS``; the view still accepts
+version 1 envelopes (every reference, no count).
+"""
+SCHEMA_VERSION = ENVELOPE_SCHEMA_VERSION
+"""The envelope schema version (older name, kept for callers)."""
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 
@@ -166,6 +176,14 @@ class Conflict:
         return ConflictRef(self.txn_id, self.revision)
 
 
+def _name_problem(text: str, max_bytes: int) -> str | None:
+    """Why a configured name breaks its length limit (``amends_core.limits``), or None."""
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > max_bytes:
+        return f"is {size} bytes, above the {max_bytes} byte limit"
+    return None
+
+
 class ConfigError(ValueError):
     """The configuration cannot be used; the message says why in one line."""
 
@@ -209,12 +227,19 @@ class Config:
 
     def problem(self) -> str | None:
         """The first reason this configuration is unusable, or None."""
-        if self.schema_version != SCHEMA_VERSION:
-            return f"unsupported schema_version {self.schema_version!r}; expected 1"
+        if self.schema_version != CONFIG_SCHEMA_VERSION:
+            return (
+                f"unsupported schema_version {self.schema_version!r};"
+                f" expected {CONFIG_SCHEMA_VERSION}"
+            )
         if not self.namespace:
             return "namespace must be a non-empty string"
         if not self.source_incarnation:
             return "source_incarnation must be a non-empty string"
+        for what, text in (("namespace", self.namespace), ("source_incarnation", self.source_incarnation)):
+            problem = _name_problem(text, limits.MAX_NAME_BYTES)
+            if problem is not None:
+                return f"{what} {problem}"
         if not 1 <= self.partitions <= 65536:
             return f"partitions must be between 1 and 65536, got {self.partitions}"
         if not self.keys:
@@ -225,6 +250,10 @@ class Config:
             name = compact_json(k.to_json())
             if not k.item or not k.location:
                 return f"stock key {name} has an empty member"
+            for what, text in (("item", k.item), ("location", k.location)):
+                problem = _name_problem(text, limits.MAX_ID_BYTES)
+                if problem is not None:
+                    return f"{what} of stock key {name[:80]} {problem}"
             if k in seen:
                 return f"duplicate stock key {name}"
             seen.add(k)
@@ -344,7 +373,9 @@ class OutputID:
 class Payload:
     """Business content of an envelope; ``present=False`` is a withdrawal.
 
-    Balance: close. Alert: threshold and close. Key status: status and reasons.
+    Balance: close. Alert: threshold and close. Key status: status, the first
+    ``limits.MAX_STATUS_REASONS`` current conflict references (sorted) and their
+    total number.
     """
 
     present: bool
@@ -352,6 +383,15 @@ class Payload:
     threshold: int | None = None
     status: Status | None = None
     reasons: tuple[ConflictRef, ...] = ()
+    reason_count: int = 0
+    """Key status only: how many current conflict references exist (``reasons``
+    may carry fewer). Never below ``len(reasons)``: a smaller value (such as
+    the default) is raised to it, so a payload built from every reference
+    needs no count."""
+
+    def __post_init__(self) -> None:
+        if self.status is not None and self.reason_count < len(self.reasons):
+            object.__setattr__(self, "reason_count", len(self.reasons))
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"present": self.present}
@@ -362,6 +402,7 @@ class Payload:
         if self.status is not None:
             out["status"] = self.status.value
             out["reasons"] = [r.to_json() for r in self.reasons]
+            out["reason_count"] = self.reason_count
         return out
 
 
@@ -397,12 +438,15 @@ class Envelope:
     cause: Cause
 
     def to_json(self) -> dict[str, Any]:
+        payload = self.payload.to_json()
+        if self.schema_version < 2:
+            payload.pop("reason_count", None)  # version 1 had no count
         return {
             "schema_version": self.schema_version,
             "output_id": self.output_id.to_json(),
             "version": self.version,
             "type": self.type.value,
-            "payload": self.payload.to_json(),
+            "payload": payload,
             "cause": self.cause.to_json(),
         }
 

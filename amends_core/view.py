@@ -19,10 +19,10 @@ import enum
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from amends_core import wire
+from amends_core import limits, wire
 from amends_core.ledger import (
+    ENVELOPE_SCHEMA_VERSION,
     MESSAGE_FAMILY,
-    SCHEMA_VERSION,
     AlertRow,
     BalanceRow,
     Config,
@@ -61,11 +61,15 @@ class ViewDecision:
         return self.effect in (Effect.STORED, Effect.DUPLICATE, Effect.STALE)
 
 
+ACCEPTED_SCHEMA_VERSIONS = frozenset(range(1, ENVELOPE_SCHEMA_VERSION + 1))
+"""Envelope versions the view applies: the current one and version 1 (every reason, no count)."""
+
+
 def check_envelope(cfg: Config, partition: int, env: Envelope) -> str | None:
     """Shape and routing checks; returns a diagnostic or None when acceptable."""
     oid = env.output_id
-    if env.schema_version != SCHEMA_VERSION:
-        return f"schema_version {env.schema_version} is not {SCHEMA_VERSION}"
+    if env.schema_version not in ACCEPTED_SCHEMA_VERSIONS:
+        return f"schema_version {env.schema_version} is not one of 1..{ENVELOPE_SCHEMA_VERSION}"
     if oid.namespace != cfg.namespace:
         return f"namespace {oid.namespace!r} is not {cfg.namespace!r}"
     kc = cfg.key_config(oid.key)
@@ -94,8 +98,15 @@ def check_envelope(cfg: Config, partition: int, env: Envelope) -> str | None:
     }[t]
     if not ok:
         return f"payload shape does not fit {t.value}"
-    if t is MessageType.KEY_STATUS_STATED and (p.status is Status.BLOCKED) != bool(p.reasons):
-        return "BLOCKED status must carry reasons and READY none"
+    if t is MessageType.KEY_STATUS_STATED:
+        if (p.status is Status.BLOCKED) != bool(p.reasons):
+            return "BLOCKED status must carry reasons and READY none"
+        carried = min(p.reason_count, limits.MAX_STATUS_REASONS)
+        if env.schema_version >= 2 and len(p.reasons) != carried:
+            return (
+                f"key status carries {len(p.reasons)} of {p.reason_count} reasons,"
+                f" not the first {carried}"
+            )
     return None
 
 
@@ -187,8 +198,17 @@ def project(cfg: Config, rows: Iterable[Envelope]) -> dict[StockKey, Projection]
         out[k] = Projection(
             k,
             st,
-            tuple(sorted(reasons)),
+            tuple(sorted(reasons))[: limits.MAX_STATUS_REASONS],
             tuple(sorted(balances.get(k, []), key=lambda b: b.day)),
             tuple(sorted(alerts.get(k, []), key=lambda a: a.day)),
         )
     return out
+
+
+def reason_counts(rows: Iterable[Envelope]) -> dict[StockKey, int]:
+    """Total current conflict references per key, from the key-status envelopes among ``rows``."""
+    return {
+        env.output_id.key: env.payload.reason_count
+        for env in rows
+        if env.output_id.family is Family.STATUS
+    }

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from amends_core import timefmt
+from amends_core import limits, timefmt
 from amends_core.ledger import (
     SCHEMA_VERSION,
     Cause,
@@ -31,9 +31,9 @@ from amends_core.ledger import (
     in_int64,
 )
 
-MAX_VALUE_BYTES = 1 << 20
-"""Source values above 1 MiB are refused before parsing."""
-MAX_DEPTH = 32
+MAX_VALUE_BYTES = limits.MAX_VALUE_BYTES
+"""Source values above 1 MiB are refused before parsing (see ``amends_core.limits``)."""
+MAX_DEPTH = limits.MAX_JSON_DEPTH
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +179,16 @@ def _string(obj: dict[str, Any], name: str) -> str:
     return v
 
 
+def _identifier(obj: dict[str, Any], name: str) -> str:
+    """A string member that names something: at most ``limits.MAX_ID_BYTES`` UTF-8 bytes."""
+    v = _string(obj, name)
+    size = len(v) if v.isascii() else len(v.encode("utf-8", "surrogatepass"))
+    if size > limits.MAX_ID_BYTES:
+        msg = f"member {name!r} is {size} bytes, above the {limits.MAX_ID_BYTES} byte limit"
+        raise _Reject(msg)
+    return v
+
+
 def _int64(obj: dict[str, Any], name: str) -> int:
     v = obj[name]
     if type(v) is not int:
@@ -211,10 +221,10 @@ def decode_transaction(raw: bytes) -> Transaction | DecodeError:
             raise _Reject(msg)
         _exact_members(sk, _KEY_FIELDS, "stock_key")
         return Transaction(
-            txn_id=_string(obj, "txn_id"),
+            txn_id=_identifier(obj, "txn_id"),
             revision=_int64(obj, "revision"),
             kind=_string(obj, "kind"),
-            stock_key=StockKey(_string(sk, "item"), _string(sk, "location")),
+            stock_key=StockKey(_identifier(sk, "item"), _identifier(sk, "location")),
             valid_ns=_instant(obj, "valid_time"),
             qty=_int64(obj, "qty"),
             source_ns=_instant(obj, "source_time"),
@@ -334,8 +344,10 @@ _PAYLOAD_FIELDS: dict[MessageType, tuple[str, ...]] = {
     MessageType.BALANCE_RETRACTED: ("present",),
     MessageType.ALERT_RAISED: ("present", "threshold", "close"),
     MessageType.ALERT_RETRACTED: ("present",),
-    MessageType.KEY_STATUS_STATED: ("present", "status", "reasons"),
+    MessageType.KEY_STATUS_STATED: ("present", "status", "reasons", "reason_count"),
 }
+_V1_STATUS_FIELDS = ("present", "status", "reasons")
+"""Schema version 1 key status carried every reference and no count."""
 
 
 def decode_envelope(raw: bytes) -> Envelope | DecodeError:
@@ -381,13 +393,18 @@ def decode_envelope(raw: bytes) -> Envelope | DecodeError:
             msg = "output_id.day must be a string or null"
             raise _Reject(msg)
         _exact_members(cause, _CAUSE_FIELDS, "cause")
-        _exact_members(pl, _PAYLOAD_FIELDS[mtype], f"{mtype.value} payload")
+        schema_version = _int64(obj, "schema_version")
+        shape = _PAYLOAD_FIELDS[mtype]
+        if mtype is MessageType.KEY_STATUS_STATED and schema_version == 1:
+            shape = _V1_STATUS_FIELDS
+        _exact_members(pl, shape, f"{mtype.value} payload")
         present = pl["present"]
         if not isinstance(present, bool):
             msg = "payload.present must be a boolean"
             raise _Reject(msg)
         status = None
         reasons: tuple[ConflictRef, ...] = ()
+        reason_count = 0
         if mtype is MessageType.KEY_STATUS_STATED:
             try:
                 status = Status(_string(pl, "status"))
@@ -406,15 +423,23 @@ def decode_envelope(raw: bytes) -> Envelope | DecodeError:
                 _exact_members(r, ("txn_id", "revision"), "reason")
                 refs.append(ConflictRef(_string(r, "txn_id"), _int64(r, "revision")))
             reasons = tuple(refs)
+            if "reason_count" in pl:
+                reason_count = _int64(pl, "reason_count")
+                if reason_count < len(reasons):
+                    msg = "payload.reason_count is below the number of reasons carried"
+                    raise _Reject(msg)
+            else:
+                reason_count = len(reasons)
         payload = Payload(
             present=present,
             close=_int64(pl, "close") if "close" in pl else None,
             threshold=_int64(pl, "threshold") if "threshold" in pl else None,
             status=status,
             reasons=reasons,
+            reason_count=reason_count,
         )
         return Envelope(
-            schema_version=_int64(obj, "schema_version"),
+            schema_version=schema_version,
             output_id=OutputID(
                 _string(oid, "namespace"),
                 family,

@@ -29,7 +29,14 @@ from dataclasses import dataclass
 
 from amends_core.errors import OperationError
 from amends_core.ledger import Config
-from amends_pipeline.kafka.topics import MARKER_HEADER, Marker, Reader, Watermarks, Writer
+from amends_pipeline.kafka.topics import (
+    MARKER_HEADER,
+    Marker,
+    Reader,
+    Watermarks,
+    Writer,
+    read_headers,
+)
 from amends_pipeline.postgres.connection import Database
 
 
@@ -171,7 +178,8 @@ def _check_marker(reader: Reader, m: Manifest, p: int, wm: Watermarks) -> None:
         return  # retention passed the marker: the range checks in check_source decide
     found = None
     for msg_ in reader.messages(p, off, off + 1):
-        if msg_.offset() == off and any(k == MARKER_HEADER for k, _ in msg_.headers() or []):
+        headers = read_headers(msg_)  # unreadable headers: not a marker
+        if msg_.offset() == off and isinstance(headers, list) and any(k == MARKER_HEADER for k, _ in headers):
             found = Marker.parse(msg_.value())
     if found != m.marker(p):
         msg = (

@@ -44,6 +44,12 @@ def _oracle(a: argparse.Namespace) -> list[Figure]:
     return b.run(sizes=tuple(a.oracle_records), runs=a.runs_slow, naive_max=1_000_000)
 
 
+def _compute(a: argparse.Namespace) -> list[Figure]:
+    from benchmarks import compute_bench as b
+
+    return b.run(sizes=(1_000, 5_000) if a.tiny else (20_000, 100_000), runs=1)
+
+
 def _sim(a: argparse.Namespace) -> list[Figure]:
     from benchmarks import sim_bench as b
 
@@ -70,6 +76,7 @@ SUITES: dict[str, Suite] = {
     "core": _core,
     "durable": _durable,
     "oracle": _oracle,
+    "compute": _compute,
     "simulator": _sim,
     "end-to-end": _e2e,
     "dagster": _dagster,

@@ -16,11 +16,11 @@ coordinates (to build columns), rejected records and output rows.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import polars as pl
 
-from amends_core import timefmt
+from amends_core import limits, timefmt
 from amends_core.ledger import (
     INT64_MAX,
     INT64_MIN,
@@ -60,6 +60,9 @@ class OracleResult:
     """Same shape and, when no close overflows, same value as the incremental engine."""
     rejections: tuple[Rejection, ...]
     """Every rejected raw record with its reason, sorted by coordinates."""
+    reason_counts: Mapping[StockKey, int] = field(default_factory=dict)
+    """Current conflict references per BLOCKED key; projections carry only the first
+    ``limits.MAX_STATUS_REASONS`` of them (as key-status envelopes do)."""
 
     @property
     def conflicts(self) -> tuple[Conflict, ...]:
@@ -100,7 +103,7 @@ def gather(cfg: Config, by_partition: Mapping[int, Sequence[Record]]) -> Source:
 
     Raises OracleInputError for a partition outside the configuration, a
     record filed under another partition, another source incarnation, or
-    offsets that are negative or not strictly increasing.
+    offsets that are negative, above int64 or not strictly increasing.
     """
     source = cfg.source_incarnation
     records: list[Record] = []
@@ -133,6 +136,9 @@ def gather(cfg: Config, by_partition: Mapping[int, Sequence[Record]]) -> Source:
             add_value(r.value)
             add_key(r.key)
             add_offset(c.offset)
+        if max(offset_list) > INT64_MAX:  # Kafka offsets are int64; Polars would raise TypeError
+            msg = f"partition {p} has offset {max(offset_list)}, above the int64 range"
+            raise OracleInputError(msg)
         offsets = pl.Series(offset_list, dtype=pl.Int64)
         if offsets.min() < 0:  # type: ignore[operator]
             msg = f"partition {p} has a negative offset"
@@ -378,10 +384,13 @@ def derive(cfg: Config, src: Source, frame: pl.DataFrame) -> OracleResult:
         alerts.setdefault(kid, []).append(AlertRow(day, threshold, close))
 
     projections: dict[StockKey, Projection] = {}
+    reason_counts: dict[StockKey, int] = {}
     for kid in touched:
         key = stock_keys[kid]
         if kid in reasons:
-            projections[key] = Projection(key, Status.BLOCKED, tuple(sorted(reasons[kid])), (), ())
+            carried = tuple(sorted(reasons[kid])[: limits.MAX_STATUS_REASONS])
+            projections[key] = Projection(key, Status.BLOCKED, carried, (), ())
+            reason_counts[key] = len(reasons[kid])
         else:
             projections[key] = Projection(
                 key,
@@ -394,7 +403,9 @@ def derive(cfg: Config, src: Source, frame: pl.DataFrame) -> OracleResult:
         Conflict(stock_keys[kid], txn_id, revision) for kid, txn_id, revision in conflicts_df.iter_rows()
     ]
     refs = [RejectionRef(r.record.coords.partition, r.record.coords.offset, r.reason) for r in rejections]
-    return OracleResult(ComputeResult.build(cfg, projections, refs, conflicts), rejections)
+    return OracleResult(
+        ComputeResult.build(cfg, projections, refs, conflicts), rejections, reason_counts
+    )
 
 
 __all__ = ["OracleInputError", "OracleResult", "Source", "classify", "compute", "derive", "gather"]

@@ -33,10 +33,10 @@ from typing import Annotated
 import msgspec
 import polars as pl
 
-from amends_core import timefmt
+from amends_core import limits, timefmt
 from amends_core.ledger import INT64_MAX, INT64_MIN, StockKey, Transaction
 
-MAX_VALUE_BYTES = 1 << 20
+MAX_VALUE_BYTES = limits.MAX_VALUE_BYTES
 """Values (and transport keys) above 1 MiB are refused before parsing."""
 
 _QUOTES_IN_A_WELL_FORMED_VALUE = 30
@@ -113,6 +113,7 @@ _CANONICAL = (
     r"\}$"
 )
 _FIELDS = ("txn_id", "revision", "kind", "item", "location", "valid_time", "qty", "source_time")
+_ID_FIELDS = ("txn_id", "item", "location")
 _INT_FIELDS = ("revision", "qty")
 
 _RAW_SCHEMA: dict[str, pl.DataType] = {
@@ -255,6 +256,16 @@ def _strings_ok(doc: _TxnDoc) -> str | None:
     return None
 
 
+def _identifiers_ok(doc: _TxnDoc) -> str | None:
+    """Refuse identifiers above ``limits.MAX_ID_BYTES`` (UTF-8 bytes)."""
+    sk = doc.stock_key
+    for name, s in (("txn_id", doc.txn_id), ("item", sk.item), ("location", sk.location)):
+        size = len(s.encode("utf-8", "surrogatepass"))
+        if size > limits.MAX_ID_BYTES:
+            return f"member {name!r} is {size} bytes, above the {limits.MAX_ID_BYTES} byte limit"
+    return None
+
+
 def _decode_struct(raw: bytes) -> _TxnDoc | Malformed:
     """Typed decoding of one value, with the checks msgspec does not make."""
     if len(raw) > MAX_VALUE_BYTES:
@@ -263,6 +274,9 @@ def _decode_struct(raw: bytes) -> _TxnDoc | Malformed:
         doc = _txn_decoder.decode(raw)
     except _DECODE_ERRORS as e:
         return Malformed(f"not a well-formed transaction: {str(e)[:120]}")
+    problem = _identifiers_ok(doc)
+    if problem is not None:
+        return Malformed(problem)
     if b"\\" not in raw:
         if raw.count(b'"') == _QUOTES_IN_A_WELL_FORMED_VALUE:
             return doc
@@ -442,9 +456,12 @@ def decode_values(values: pl.Series) -> pl.DataFrame:
     text = _utf8_text(values)
     fast = _canonical_layout(text)
     # Rows the canonical layout cannot vouch for: no match, an integer outside
-    # signed 64-bit, or a value above the size limit.
+    # signed 64-bit, a value above the size limit or an identifier above its own.
     mask = pl.select(
         pl.any_horizontal(*(fast.get_column(c).is_null() for c in _FIELDS))
+        | pl.any_horizontal(
+            *(fast.get_column(c).str.len_bytes() > limits.MAX_ID_BYTES for c in _ID_FIELDS)
+        ).fill_null(False)
         | (values.bin.size() > MAX_VALUE_BYTES)
     ).to_series()
     slow_idx = mask.arg_true()

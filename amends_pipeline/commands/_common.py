@@ -8,8 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from amends_core import wire
-from amends_core.ledger import Config, ConfigError, Record
-from amends_core.records import RecordsError, order_records, parse_records
+from amends_core.ledger import Config, ConfigError
 from amends_pipeline.errors import UsageError
 from amends_pipeline.redaction import redact
 
@@ -31,16 +30,6 @@ def load_config(path: str | Path) -> Config:
     except ConfigError as e:
         msg = f"invalid configuration {str(path)!r}: {e}"
         raise UsageError(msg) from None
-
-
-def load_records(cfg: Config, paths: list[str]) -> dict[int, list[Record]]:
-    framed = []
-    try:
-        for p in paths:
-            framed.extend(parse_records(read_bytes(p, "records file"), p))
-        return order_records(framed, cfg.partitions, cfg.source_incarnation)
-    except RecordsError as e:
-        raise UsageError(str(e)) from None
 
 
 def operational(fn: Callable[..., int]) -> Callable[..., int]:

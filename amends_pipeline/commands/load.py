@@ -1,16 +1,72 @@
-"""``amends load``: produce fixture, generated or framed records to the source topic."""
+"""``amends load``: produce fixture, generated or framed records to the source topic.
+
+``read_inputs`` is also how ``amends compute`` reads its files: both commands
+read and check input files the same way (``amends_core.records``).
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+from collections.abc import Iterator
 
-from amends_core.records import RecordsError
-from amends_pipeline.commands._common import load_config, operational, read_bytes
+from amends_core import limits, wire
+from amends_core.ledger import Config
+from amends_core.records import InputReader, RecordsError
+from amends_pipeline.commands._common import load_config, operational
 from amends_pipeline.commands._progress import Progress
 from amends_pipeline.errors import UsageError
-from amends_pipeline.kafka.load import plan
+from amends_pipeline.kafka.load import Outgoing
 from amends_pipeline.runtime import Runtime
+
+
+def _chunks(path: str) -> Iterator[bytes]:
+    """The file's lines, each cut at ``limits.CHUNK_BYTES`` (a longer line is refused)."""
+    try:
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size > limits.MAX_FILE_BYTES:
+                msg = f"{path}: file of {size} bytes is above the {limits.MAX_FILE_BYTES} byte limit"
+                raise UsageError(msg)
+            while chunk := fh.readline(limits.CHUNK_BYTES):
+                yield chunk
+    except OSError as e:
+        msg = f"cannot read input file {path!r}: {e.strerror or e}"
+        raise UsageError(msg) from None
+
+
+def load_plan(cfg: Config, reader: InputReader, default_partition: int = 0) -> list[Outgoing]:
+    """What ``amends load`` sends: raw values first (file order), then framed records.
+
+    A raw value whose stock key is configured goes to that key's partition with
+    the canonical transport key; anything else (undecodable, unknown key) goes
+    to ``default_partition`` without a key, so that the worker quarantines it
+    instead of it vanishing. Framed records go to their partition with their
+    key, in offset order.
+    """
+    out: list[Outgoing] = []
+    for raw in reader.raw_lines:
+        t = wire.decode_transaction(raw.value)
+        kc = None if isinstance(t, wire.DecodeError) else cfg.key_config(t.stock_key)
+        if kc is None or isinstance(t, wire.DecodeError):
+            out.append(Outgoing(default_partition, None, raw.value))
+        else:
+            out.append(Outgoing(kc.partition, t.stock_key.transport_key(), raw.value))
+    out.extend(Outgoing(f.partition, f.key, f.value) for f in reader.framed())
+    return out
+
+
+def read_inputs(paths: list[str], partitions: int) -> InputReader:
+    """Read and check input files in order; UsageError (exit 2) naming FILE:LINE otherwise."""
+    reader = InputReader(partitions)
+    try:
+        for path in paths:
+            reader.add_file(path, _chunks(path))
+        reader.framed()  # a repeated (partition, offset) is refused here, whichever command reads
+    except RecordsError as e:
+        raise UsageError(str(e)) from None
+    return reader
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -22,8 +78,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             " with the canonical transport key; undecodable or unknown-key values go to"
             " --default-partition without a key, to be quarantined by the worker) or a framed"
             ' record {"partition","offset","key","value"|"value_b64"} (sent to its partition'
-            " with its key; offsets only order the lines, Kafka assigns its own). Uses an"
-            " idempotent producer. Exit 0 when every message was acknowledged by the broker."
+            " with its key; offsets only order the lines, Kafka assigns its own). A file holds"
+            " one kind of line; files are checked exactly as `amends compute` checks them"
+            " (the first unusable line is exit 2, naming FILE:LINE). Uses an idempotent"
+            " producer. Exit 0 when every message was acknowledged by the broker."
         ),
     )
     p.add_argument("--config", required=True, metavar="CONFIG.json")
@@ -32,6 +90,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--topic", help="override the manifest's source topic")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.add_argument("--json", action="store_true", help='print {"topic", "messages"} instead of a sentence')
+    p.add_argument(
+        "--check", action="store_true",
+        help="read and check the files only: connect to nothing, send nothing",
+    )
     p.set_defaults(func=run)
 
 
@@ -41,14 +103,12 @@ def run(args: argparse.Namespace) -> int:
     if not 0 <= args.default_partition < cfg.partitions:
         msg = f"--default-partition must be in 0..{cfg.partitions - 1}"
         raise UsageError(msg)
-    lines = []
-    for f in args.files:
-        for n, line in enumerate(read_bytes(f, "input file").splitlines(), 1):
-            lines.append((f"{f}:{n}", line))
-    try:
-        msgs = plan(cfg, lines, args.default_partition)
-    except RecordsError as e:
-        raise UsageError(str(e)) from None
+    reader = read_inputs(args.files, cfg.partitions)
+    msgs = load_plan(cfg, reader, args.default_partition)
+    if args.check:
+        print(f"{len(msgs)} messages would be loaded ({len(reader.raw_lines)} raw values,"
+              f" {len(reader.framed_records)} framed records); nothing was sent")
+        return 0
     rt = Runtime(cfg, read_only=True)  # reads the manifest only; never provisions
     topic = args.topic
     if topic is None:

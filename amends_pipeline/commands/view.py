@@ -9,7 +9,7 @@ from contextlib import ExitStack, closing
 
 from amends_core.ledger import Config, Projection, Status, StockKey
 from amends_core.timefmt import format_day
-from amends_core.view import ViewState
+from amends_core.view import ViewState, reason_counts
 from amends_pipeline.commands._common import load_config, operational
 from amends_pipeline.errors import UsageError
 from amends_pipeline.kafka.topics import KafkaError, Reader, Watermarks
@@ -22,6 +22,7 @@ from amends_pipeline.roles.loop import Stop, run_loop
 from amends_pipeline.roles.steps import open_steps
 from amends_pipeline.roles.view import rebuild_view
 from amends_pipeline.runtime import Runtime
+from amends_pipeline.text import key_text, printable, terminal_safe
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -113,8 +114,13 @@ def render(
     last: int,
     health: dict[int, ViewHealth] | None = None,
     partition_of: dict[StockKey, int] | None = None,
+    counts: dict[StockKey, int] | None = None,
 ) -> str:
-    """The view as text; with ``health``, partitions and keys that are not current are marked."""
+    """The view as text; with ``health``, partitions and keys that are not current are marked.
+
+    ``counts``: current conflict references per key (a BLOCKED key shows at most the
+    first few; the rest are counted). Every piece of data is escaped for a terminal.
+    """
     out = []
     fr = ", ".join(f"p{p}={f}" for p, f in sorted(frontiers.items())) or "nothing applied"
     out.append(f"view frontiers: {fr}")
@@ -129,14 +135,17 @@ def render(
         name = f"{k.item}/{k.location}"
         if keys and name not in keys:
             continue
-        head = f"{name}: {proj.status.value}"
+        head = f"{key_text(k)}: {proj.status.value}"
         h = None
         if health is not None and partition_of is not None and k in partition_of:
             h = health.get(partition_of[k])
         if h is not None and not h.current:
             head += f" (stale: partition {h.partition} {h.short()}, frontier {h.frontier})"
         if proj.status is Status.BLOCKED:
-            refs = ", ".join(f"{r.txn_id}@r{r.revision}" for r in proj.reasons)
+            refs = ", ".join(f"{printable(r.txn_id)}@r{r.revision}" for r in proj.reasons)
+            more = (counts or {}).get(k, len(proj.reasons)) - len(proj.reasons)
+            if more > 0:
+                refs += f" and {more} more"
             head += f" by {refs} (values frozen, not certified)"
         out.append(head)
         rows = proj.balances[-last:] if last else proj.balances
@@ -148,7 +157,7 @@ def render(
             out.append(f"  {format_day(b.day)}  {b.close:>20,}{mark}")
         if not proj.balances:
             out.append("  no activity")
-    return "\n".join(out)
+    return terminal_safe("\n".join(out))
 
 
 class OutputEnds:
@@ -208,7 +217,7 @@ def run(args: argparse.Namespace) -> int:
             projections = snap.projections()
             text = render(
                 projections, dict(snap.frontiers), dict(snap.stopped), args.key, args.last,
-                health, partition_of,
+                health, partition_of, reason_counts(snap.rows.values()),
             )
             if args.watch:
                 sys.stdout.write("\x1b[H\x1b[2J" + time.strftime("%H:%M:%S ") + text + "\n")
@@ -236,9 +245,11 @@ def certify(
     bad = [health[p] for p in parts if not health[p].current]
     for h in bad:
         print(
-            redact(
-                f"amends view: not certified: output partition {h.partition} {h.state()}"
-                f" (frontier {h.frontier}); {recovery(h, args.config)}"
+            terminal_safe(
+                redact(
+                    f"amends view: not certified: output partition {h.partition} {h.state()}"
+                    f" (frontier {h.frontier}); {recovery(h, args.config)}"
+                )
             ),
             file=sys.stderr,
         )
@@ -267,7 +278,7 @@ def rebuild(rt: Runtime, args: argparse.Namespace) -> int:
             line += f"; cleared stop: {x.stopped_before}"
         if args.discard_rows:
             line += f"; discarded {x.rows_discarded} rows"
-        print(line)
+        print(terminal_safe(line))
         if r.log_start > 0:
             print(
                 f"  warning: the output log of partition {x.partition} starts at offset {r.log_start},"

@@ -25,6 +25,8 @@ of the partition at or past it), never by counting delivered messages.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
+import enum
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -149,6 +151,33 @@ class Marker:
 
 def is_marker(headers: list[tuple[str, bytes]] | None) -> bool:
     return any(k == MARKER_HEADER for k, _ in headers or [])
+
+
+class Unreadable(enum.Enum):
+    """Marks headers that could not be read (a header name that is not UTF-8)."""
+
+    HEADERS = "unreadable"
+
+
+UNREADABLE = Unreadable.HEADERS
+
+
+_UNREADABLE_HEADERS = (SystemError, UnicodeError, ValueError, TypeError)
+"""What ``Message.headers()`` raises on a header it cannot convert (confluent-kafka 2.16
+decodes header names as UTF-8 and raises SystemError when one is not)."""
+
+
+def read_headers(m: Any) -> list[tuple[str, bytes]] | None | Unreadable:
+    """The message's headers, or ``UNREADABLE`` when the driver cannot convert them.
+
+    Called at most once per message: after a failed conversion confluent-kafka
+    caches a list holding a NULL entry, which must never be touched.
+    """
+    try:
+        headers: list[tuple[str, bytes]] | None = m.headers()
+    except _UNREADABLE_HEADERS:
+        return UNREADABLE
+    return headers
 
 
 _UNAVAILABLE = (
@@ -360,15 +389,30 @@ class Reader:
             self._c.unassign()
 
     def read(
-        self, partition: int, start: int, end: int, limit: int | None = None
+        self,
+        partition: int,
+        start: int,
+        end: int,
+        limit: int | None = None,
+        max_bytes: int | None = None,
     ) -> tuple[list[Any], int]:
-        """(messages, position): at most ``limit`` messages of [start, end) and where the scan ended.
+        """(messages, position): a bounded prefix of [start, end) and where the scan ended.
 
-        ``position`` is exclusive: every message below it has been returned. It is
-        ``end`` unless ``limit`` messages were returned first; then it is the last
-        one's offset + 1.
+        The prefix ends after ``limit`` messages or after the message that brings
+        their key and value bytes to ``max_bytes``, whichever comes first; it
+        holds at least one message when the range delivers any (a single message
+        above the budget is read alone). ``position`` is exclusive: every message
+        below it has been returned. It is ``end`` unless the prefix was cut; then
+        it is the last message's offset + 1.
         """
-        msgs = list(self.messages(partition, start, end, limit=limit))
+        msgs: list[Any] = []
+        size = 0
+        with contextlib.closing(self.messages(partition, start, end, limit=limit)) as scan:
+            for m in scan:
+                msgs.append(m)
+                size += len(m.value() or b"") + len(m.key() or b"")
+                if max_bytes is not None and size >= max_bytes and m.offset() + 1 < end:
+                    return msgs, m.offset() + 1
         if limit is not None and msgs and len(msgs) >= limit:
             return msgs, msgs[-1].offset() + 1
         return msgs, max(start, end)
@@ -397,9 +441,17 @@ def to_record(
 ) -> tuple[Record | None, bool]:
     """The record a message stands for: (None, True) for the recorded marker itself.
 
-    The second value tells whether the message carried the marker header.
+    The second value tells whether the message carried the marker header. A
+    message whose headers cannot be read (a header name that is not valid
+    UTF-8) cannot be shown to be free of the reserved header, so it counts as
+    carrying it: never the marker, always a record rejected as RESERVED_HEADER,
+    by the worker and the oracle alike (both read through here). Key and value
+    are raw bytes and cannot fail to convert.
     """
-    reserved = is_marker(m.headers())
+    headers = read_headers(m)
+    if headers is UNREADABLE:
+        return Record(m.value() or b"", m.key(), Coordinates(source, partition, m.offset()), True), True
+    reserved = is_marker(headers)
     if reserved and marker is not None and m.offset() == marker[0]:
         if Marker.parse(m.value()) == marker[1]:
             return None, True

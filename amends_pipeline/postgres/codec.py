@@ -146,7 +146,10 @@ def output_row(key_id: int, env: Envelope) -> tuple[Any, ...]:
     status = None
     if p.status is not None:
         status = p.status.value
-        reasons = compact_json([[r.txn_id, r.revision] for r in p.reasons])
+        refs = [[r.txn_id, r.revision] for r in p.reasons]
+        # a status carries the first references only: keep the total beside them
+        kept: Any = refs if p.reason_count == len(refs) else {"refs": refs, "count": p.reason_count}
+        reasons = compact_json(kept)
     return (
         key_id,
         FAMILY_CODE[oid.family],
@@ -176,8 +179,10 @@ def envelope_from_row(namespace: str, kc: KeyConfig, source: str, row: tuple[Any
     family = CODE_FAMILY[family_code]
     cause = Cause(source, kc.partition, c_off, c_txn, c_rev)
     if family is Family.STATUS:
-        refs = tuple(ConflictRef(t, r) for t, r in json.loads(reasons or "[]"))
-        payload = Payload(True, status=Status(status), reasons=refs)
+        doc = json.loads(reasons or "[]")
+        pairs, count = (doc["refs"], doc["count"]) if isinstance(doc, dict) else (doc, len(doc))
+        refs = tuple(ConflictRef(t, r) for t, r in pairs)
+        payload = Payload(True, status=Status(status), reasons=refs, reason_count=count)
         oid = OutputID(namespace, family, kc.key, None)
         mtype = MessageType.KEY_STATUS_STATED
     else:

@@ -33,6 +33,13 @@ from amends_pipeline.postgres.store import PgStore
 CLAIM_ATTEMPTS = 3
 """Claims with a lost reply settled as not ours before giving up (as a transient failure)."""
 
+BATCH_BYTES = 16 * 1024 * 1024
+"""Byte budget of one batch (source keys and values). A batch ends at the batch size in
+records or at the record that reaches this budget, whichever comes first, and always
+holds at least one record: large values cannot make one fenced transaction (and the
+worker's memory) grow with the batch size. 16 MiB is 16 values at Kafka's default
+1 MiB message limit, far above what 1000 ordinary movements (about 250 bytes each) take."""
+
 
 @dataclass(frozen=True, slots=True)
 class StepResult:
@@ -65,6 +72,7 @@ class WorkerPartition:
         partition: int,
         *,
         batch_size: int = 1000,
+        batch_bytes: int = BATCH_BYTES,
         recheck_seconds: float = 5.0,
     ) -> None:
         self.store = store
@@ -72,6 +80,7 @@ class WorkerPartition:
         self.manifest = manifest
         self.partition = partition
         self.batch_size = batch_size
+        self.batch_bytes = max(1, batch_bytes)
         self.token: Token | None = None
         self.recheck_seconds = recheck_seconds
         self._checked_at = float("-inf")
@@ -117,7 +126,10 @@ class WorkerPartition:
         return wm.high
 
     def _read(self, frontier: int, high: int, limit: int) -> tuple[list[Record], int]:
-        """Records of [frontier, high) (at most ``limit`` messages) and the position reached."""
+        """Records of [frontier, high) and the position reached.
+
+        At most ``limit`` messages, cut after the one that reaches ``batch_bytes``.
+        """
         p = self.partition
         source = self.manifest.source_incarnation
         marker = self.manifest.marker_at(p)
@@ -125,7 +137,7 @@ class WorkerPartition:
         position = frontier
         while not records and position < high:  # only the marker read: read on
             try:
-                msgs, position = self.reader.read(p, position, high, limit)
+                msgs, position = self.reader.read(p, position, high, limit, self.batch_bytes)
             except OffsetLost:
                 # Retention overtook the read: report it as the check would, never skip.
                 self._checked_at = float("-inf")
@@ -140,7 +152,8 @@ class WorkerPartition:
     def step(self, max_records: int | None = None) -> StepResult:
         """Process at most one batch from the frontier; idempotent and bounded.
 
-        ``max_records`` caps the messages read (default: the batch size).
+        ``max_records`` caps the messages read (default: the batch size); the
+        batch also ends at the record that reaches ``batch_bytes``.
         """
         t0 = time.perf_counter()
         if self.token is None:

@@ -32,6 +32,7 @@ ALLOWED = {
     "amends_core.timefmt",
     "amends_core.result",
     "amends_core.records",
+    "amends_core.limits",
 }
 
 

@@ -1,0 +1,81 @@
+"""Worker batches are bounded in bytes as well as records, against real Kafka and PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from amends_pipeline.kafka.realbroker import RealBroker
+from amends_pipeline.kafka.topics import Writer
+from amends_pipeline.ops.provision import provision
+from amends_pipeline.ops.replay import drain
+from amends_pipeline.ops.verify import verify_namespace
+from amends_pipeline.roles.worker import BATCH_BYTES, WorkerPartition
+from amends_pipeline.runtime import Runtime
+from tests import builders as b
+
+
+@pytest.fixture
+def runtime(
+    pg_dsn: str, pg_schema: str, kafka_broker: RealBroker, topic_name: Callable[[str], str]
+) -> Iterator[tuple[Runtime, str, str]]:
+    rt = Runtime(b.config(), dsn=pg_dsn, schema=pg_schema, bootstrap=kafka_broker.bootstrap)
+    yield rt, topic_name("source"), topic_name("output")
+
+
+def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    w = Writer(bootstrap)
+    for v in values:
+        w.produce(topic, 0, v, b.K1.transport_key())
+    w.flush()
+
+
+def values(n: int) -> list[bytes]:
+    """``n`` movements of equal size (ids of equal length)."""
+    return [b.value(b.txn(f"T{i:04d}", qty=-1, valid=b.day(2))) for i in range(n)]
+
+
+def test_a_worker_batch_ends_at_the_record_that_reaches_the_byte_budget_before_the_record_count(
+    runtime, kafka_broker: RealBroker
+) -> None:
+    rt, src, out = runtime
+    m = provision(rt, src, out).manifest
+    vals = values(10)
+    produce(kafka_broker.bootstrap, src, vals)
+    size = len(vals[0]) + len(b.K1.transport_key())
+    with rt.store() as store, rt.reader(src) as reader:
+        w = WorkerPartition(store, reader, m, 0, batch_size=1000, batch_bytes=3 * size - 1)
+        first = w.step()
+        assert first.records == 3  # the third record reaches the budget; the count (1000) never does
+        assert first.frontier == m.markers[0] + 4 == store.frontier(0)
+        steps = [w.step().records for _ in range(4)]
+        assert steps == [3, 3, 1, 0]  # every record exactly once, nothing skipped
+        assert store.frontier(0) == reader.watermarks(0).high
+    drain(rt, 100)
+    assert verify_namespace(rt).status.value == "PASS"
+
+
+def test_a_record_larger_than_the_byte_budget_is_a_batch_of_its_own(
+    runtime, kafka_broker: RealBroker
+) -> None:
+    rt, src, out = runtime
+    m = provision(rt, src, out).manifest
+    produce(kafka_broker.bootstrap, src, values(3))
+    with rt.store() as store, rt.reader(src) as reader:
+        w = WorkerPartition(store, reader, m, 0, batch_size=1000, batch_bytes=1)
+        assert [w.step().records for _ in range(4)] == [1, 1, 1, 0]
+        assert store.frontier(0) == reader.watermarks(0).high
+
+
+def test_the_record_count_still_ends_a_batch_of_small_records_below_the_byte_budget(
+    runtime, kafka_broker: RealBroker
+) -> None:
+    rt, src, out = runtime
+    m = provision(rt, src, out).manifest
+    produce(kafka_broker.bootstrap, src, values(5))
+    with rt.store() as store, rt.reader(src) as reader:
+        w = WorkerPartition(store, reader, m, 0, batch_size=2)
+        assert w.batch_bytes == BATCH_BYTES
+        # the first scan also reads the marker message, which is not a record
+        assert [w.step().records for _ in range(4)] == [1, 2, 2, 0]
