@@ -6,8 +6,9 @@ what it saw: the view's retained rows and stopped partitions, the store's
 quarantine and retained conflict evidence. ``verify`` decides one status with
 this precedence, first match wins:
 
-1. ``ERROR``                the oracle failed, or a view partition stopped on a
-                            protocol error;
+1. ``ERROR``                the oracle failed, a source partition is stopped by
+                            an operation error, or a view partition stopped on
+                            a protocol error;
 2. ``INCOMPLETE``           the boundary is not complete or a component runs
                             under another configuration digest (known
                             diagnostics are kept, nothing is compared);
@@ -15,12 +16,18 @@ this precedence, first match wins:
                             (every difference found is still reported);
 4. ``DRIFT``                any difference in business rows, trust status,
                             quarantine or conflict evidence;
-5. ``PASS_WITH_EXCLUSIONS`` agreement, with rejected records or historical
-                            conflicts to acknowledge;
+5. ``PASS_WITH_EXCLUSIONS`` agreement, with rejected records, historical
+                            conflicts or operator skips to acknowledge;
 6. ``PASS``                 agreement and nothing excluded.
 
 For a BLOCKED key only status and reasons are compared: the view holds values
 frozen when the conflict appeared, which are never certified.
+
+Operator skips: a record whose processing was an operation error and that an
+operator moved past (``amends skip``) is an exclusion of its own kind. The
+caller leaves it out of the oracle's input and hands the audit entries over;
+they are listed in the report, make an otherwise agreeing report
+PASS_WITH_EXCLUSIONS (never plain PASS) and must be expected explicitly.
 """
 
 from __future__ import annotations
@@ -49,7 +56,7 @@ from amends_core.ledger import (
 from amends_core.oracle import OracleResult
 from amends_core.oracle import compute as oracle_compute
 from amends_core.result import RejectionRef
-from amends_core.view import project
+from amends_core.view import project, reason_counts
 
 if TYPE_CHECKING:
     from amends_core.pipeline import MemoryPipeline
@@ -81,6 +88,71 @@ class Boundary:
     """Why the boundary is incomplete (or notes about how it was established)."""
     digests: tuple[tuple[str, str], ...] = ()
     """(component, configuration digest) of every compared component, e.g. store and view."""
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class SkipRef:
+    """The coordinates of an operator skip, as an expectations file names it."""
+
+    partition: int
+    offset: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"partition": self.partition, "offset": self.offset}
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorSkip:
+    """One source record an operator moved past after its processing failed (the audit entry)."""
+
+    partition: int
+    offset: int
+    reason: str
+    operator: str
+    skipped_at: str
+    """When, as the store recorded it (ISO 8601 text; the core has no clock)."""
+    error: str = ""
+    """The operation error processing the record raised."""
+
+    @property
+    def ref(self) -> SkipRef:
+        return SkipRef(self.partition, self.offset)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "partition": self.partition,
+            "offset": self.offset,
+            "reason": self.reason,
+            "operator": self.operator,
+            "skipped_at": self.skipped_at,
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class OperationStop:
+    """A source partition stopped by an operation error on one record (nothing past it ran)."""
+
+    partition: int
+    offset: int
+    error: str
+    remedy: str = ""
+    """What an operator can do about it (supplied by the caller, e.g. a command line)."""
+
+    def text(self) -> str:
+        line = (
+            f"source partition {self.partition} is stopped by an operation error at offset"
+            f" {self.offset}: {self.error}"
+        )
+        return f"{line}; {self.remedy}" if self.remedy else line
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "partition": self.partition,
+            "offset": self.offset,
+            "error": self.error,
+            "remedy": self.remedy,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,38 +202,52 @@ class Report:
     """The oracle's conflicts (the retained evidence when the oracle failed)."""
     differences: tuple[Difference, ...] = ()
     counts: Counts = field(default_factory=Counts)
+    skips: tuple[OperatorSkip, ...] = ()
+    """Records operators moved past (left out of the oracle's input), in coordinate order."""
+    stops: tuple[OperationStop, ...] = ()
+    """Source partitions stopped by an operation error (status ERROR)."""
 
     @property
     def rejection_refs(self) -> tuple[RejectionRef, ...]:
         return tuple(sorted(_ref(r) for r in self.rejections))
 
+    @property
+    def skip_refs(self) -> tuple[SkipRef, ...]:
+        return tuple(sorted(s.ref for s in self.skips))
+
     def expectation_difference(
         self,
         expected_rejections: Iterable[RejectionRef | Rejection],
         expected_conflicts: Iterable[Conflict],
+        expected_skips: Iterable[SkipRef | OperatorSkip] = (),
     ) -> ExpectationDifference:
         """How explicit manifests differ from the exclusions this report found."""
         return expectation_difference(
-            expected_rejections, expected_conflicts, self.rejection_refs, self.conflicts
+            expected_rejections, expected_conflicts, self.rejection_refs, self.conflicts,
+            expected_skips=expected_skips, found_skips=self.skip_refs,
         )
 
     def accepts(
         self,
         expected_rejections: Iterable[RejectionRef | Rejection],
         expected_conflicts: Iterable[Conflict],
+        expected_skips: Iterable[SkipRef | OperatorSkip] = (),
     ) -> bool:
         """Whether this report certifies the run against explicit manifests.
 
         PASS only when nothing is expected; PASS_WITH_EXCLUSIONS only when the
-        rejection manifest (coordinates and reason) and the conflict manifest
-        equal the report's exactly (no difference); every other status never accepts.
+        rejection manifest (coordinates and reason), the conflict manifest and
+        the operator-skip manifest (coordinates) equal the report's exactly (no
+        difference); every other status never accepts.
         """
         if self.status not in (VerifyStatus.PASS, VerifyStatus.PASS_WITH_EXCLUSIONS):
             return False
         found_rejections = () if self.status is VerifyStatus.PASS else self.rejection_refs
         found_conflicts = () if self.status is VerifyStatus.PASS else self.conflicts
+        found_skips = () if self.status is VerifyStatus.PASS else self.skip_refs
         return expectation_difference(
-            expected_rejections, expected_conflicts, found_rejections, found_conflicts
+            expected_rejections, expected_conflicts, found_rejections, found_conflicts,
+            expected_skips=expected_skips, found_skips=found_skips,
         ).empty
 
     def to_json(self) -> dict[str, Any]:
@@ -187,6 +273,8 @@ class Report:
             "rejections": [_rejection_json(r) for r in self.rejections],
             "conflicts": [_conflict_json(c) for c in self.conflicts],
             "differences": [d.to_json() for d in self.differences],
+            **({"skips": [s.to_json() for s in self.skips]} if self.skips else {}),
+            **({"stops": [s.to_json() for s in self.stops]} if self.stops else {}),
         }
 
     def render(self, max_rows: int = 20) -> str:
@@ -226,7 +314,20 @@ class Report:
         for c in self.conflicts[:max_rows]:
             lines.append(f"  conflict {_conflict_text(c)}")
         _more(lines, len(self.conflicts), max_rows)
+        for st in self.stops[:max_rows]:
+            lines.append(f"  stopped: {printable(st.text())}")
+        _more(lines, len(self.stops), max_rows)
+        for sk in self.skips[:max_rows]:
+            lines.append(f"  skipped by an operator: {_skip_text(sk)}")
+        _more(lines, len(self.skips), max_rows)
         return "\n".join(lines)
+
+
+def _skip_text(s: OperatorSkip) -> str:
+    return (
+        f"partition/offset {s.partition}/{s.offset} by {printable(s.operator)} at"
+        f" {printable(s.skipped_at)}: {printable(s.reason)} (error: {printable(s.error)})"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,6 +341,8 @@ class ExpectationDifference:
     unexpected_rejections: tuple[RejectionRef, ...] = ()
     missing_conflicts: tuple[Conflict, ...] = ()
     unexpected_conflicts: tuple[Conflict, ...] = ()
+    missing_skips: tuple[SkipRef, ...] = ()
+    unexpected_skips: tuple[SkipRef, ...] = ()
 
     @property
     def empty(self) -> bool:
@@ -248,10 +351,12 @@ class ExpectationDifference:
             or self.unexpected_rejections
             or self.missing_conflicts
             or self.unexpected_conflicts
+            or self.missing_skips
+            or self.unexpected_skips
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc: dict[str, Any] = {
             "matches": self.empty,
             "missing": {
                 "rejections": [r.to_json() for r in self.missing_rejections],
@@ -262,6 +367,10 @@ class ExpectationDifference:
                 "conflicts": [_conflict_json(c) for c in self.unexpected_conflicts],
             },
         }
+        if self.missing_skips or self.unexpected_skips:  # the skip lists appear only when they differ
+            doc["missing"]["skips"] = [s.to_json() for s in self.missing_skips]
+            doc["unexpected"]["skips"] = [s.to_json() for s in self.unexpected_skips]
+        return doc
 
     def render(self, max_rows: int = 20) -> str:
         """One line per entry (at most ``max_rows`` per list); a single line when they match."""
@@ -282,6 +391,13 @@ class ExpectationDifference:
                     text = f"conflict {_conflict_text(e)}"
                 lines.append(f"  {word} {text} ({why})")
             _more(lines, len(entries), max_rows)
+        for word, why, skips in (
+            ("missing", "expected, not found", self.missing_skips),
+            ("unexpected", "found, not expected", self.unexpected_skips),
+        ):
+            for s in skips[:max_rows]:
+                lines.append(f"  {word} operator skip at partition/offset {s.partition}/{s.offset} ({why})")
+            _more(lines, len(skips), max_rows)
         return "\n".join(lines)
 
 
@@ -290,21 +406,33 @@ def expectation_difference(
     expected_conflicts: Iterable[Conflict],
     found_rejections: Iterable[RejectionRef | Rejection],
     found_conflicts: Iterable[Conflict],
+    *,
+    expected_skips: Iterable[SkipRef | OperatorSkip] = (),
+    found_skips: Iterable[SkipRef | OperatorSkip] = (),
 ) -> ExpectationDifference:
     """Which expected entries are missing and which found entries are unexpected.
 
-    Rejections compare by (partition, offset, reason); entries count with
-    multiplicity, so an entry expected twice and found once is missing once.
+    Rejections compare by (partition, offset, reason), operator skips by
+    (partition, offset); entries count with multiplicity, so an entry expected
+    twice and found once is missing once.
     """
     want_r = Counter(_as_ref(r) for r in expected_rejections)
     have_r = Counter(_as_ref(r) for r in found_rejections)
     want_c, have_c = Counter(expected_conflicts), Counter(found_conflicts)
+    want_s = Counter(_as_skip_ref(s) for s in expected_skips)
+    have_s = Counter(_as_skip_ref(s) for s in found_skips)
     return ExpectationDifference(
         tuple(sorted((want_r - have_r).elements())),
         tuple(sorted((have_r - want_r).elements())),
         tuple(sorted((want_c - have_c).elements())),
         tuple(sorted((have_c - want_c).elements())),
+        tuple(sorted((want_s - have_s).elements())),
+        tuple(sorted((have_s - want_s).elements())),
     )
+
+
+def _as_skip_ref(s: SkipRef | OperatorSkip) -> SkipRef:
+    return s if isinstance(s, SkipRef) else s.ref
 
 
 def printable(text: str) -> str:
@@ -373,8 +501,11 @@ def _conflict_json(c: Conflict) -> dict[str, Any]:
 # ---------------------------------------------------------------- comparison
 
 
-def _status_json(p: Projection) -> dict[str, Any]:
-    return {"status": p.status.value, "reasons": [r.to_json() for r in p.reasons]}
+def _status_json(p: Projection, count: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"status": p.status.value, "reasons": [r.to_json() for r in p.reasons]}
+    if count != len(p.reasons):  # more references exist than the status carries
+        out["reason_count"] = count
+    return out
 
 
 def _business_rows(p: Projection) -> dict[tuple[Family, int], Payload]:
@@ -387,16 +518,24 @@ def _business_rows(p: Projection) -> dict[tuple[Family, int], Payload]:
 
 
 def _compare_keys(
-    cfg: Config, expected: Sequence[Projection], actual: Mapping[StockKey, Projection]
+    cfg: Config,
+    expected: Sequence[Projection],
+    actual: Mapping[StockKey, Projection],
+    counts: tuple[Mapping[StockKey, int], Mapping[StockKey, int]] = ({}, {}),
 ) -> tuple[list[Difference], int]:
+    """Status, the first reasons and the total reason count (``counts``: oracle's, view's)."""
     diffs: list[Difference] = []
     rows = 0
     for exp in expected:
         act = actual.get(exp.key, Projection.untouched(exp.key))
-        if (exp.status, exp.reasons) != (act.status, act.reasons):
+        n_exp = counts[0].get(exp.key, len(exp.reasons))
+        n_act = counts[1].get(exp.key, len(act.reasons))
+        if (exp.status, exp.reasons, n_exp) != (act.status, act.reasons, n_act):
             oid = OutputID(cfg.namespace, Family.STATUS, exp.key, None)
             diffs.append(
-                Difference(DiffKind.KEY_STATUS, oid.encoded, _status_json(exp), _status_json(act))
+                Difference(
+                    DiffKind.KEY_STATUS, oid.encoded, _status_json(exp, n_exp), _status_json(act, n_act)
+                )
             )
         if exp.status is Status.BLOCKED:
             continue  # frozen view values are not comparable
@@ -480,14 +619,34 @@ def verify(
     boundary: Boundary,
     *,
     stopped: Mapping[int, str] | None = None,
+    skips: Sequence[OperatorSkip] = (),
+    stops: Sequence[OperationStop] = (),
 ) -> Report:
     """Compare oracle and pipeline at a boundary and decide the status (see module doc).
 
     ``view_rows`` are the view's retained envelopes (withdrawals included);
     ``stopped`` maps view partitions to their protocol diagnostics;
-    ``quarantine`` and ``conflicts`` are the store's retained evidence.
+    ``quarantine`` and ``conflicts`` are the store's retained evidence;
+    ``skips`` are the operator skips (already left out of the oracle's input);
+    ``stops`` are source partitions stopped by an operation error (ERROR).
     """
     digest = cfg.digest()
+    skipped = tuple(sorted(skips, key=lambda s: (s.partition, s.offset)))
+    if stops:
+        halted = tuple(sorted(stops, key=lambda s: (s.partition, s.offset)))
+        text = "; ".join(s.text() for s in halted)
+        if isinstance(oracle, BaseException):
+            text += f"; oracle failed: {type(oracle).__name__}: {str(oracle) or type(oracle).__name__}"
+        return Report(
+            VerifyStatus.ERROR,
+            cfg.namespace,
+            digest,
+            error=text,
+            rejections=tuple(sorted(quarantine, key=lambda r: r.record.coords)),
+            conflicts=tuple(sorted(set(conflicts))),
+            skips=skipped,
+            stops=halted,
+        )
     if isinstance(oracle, BaseException):
         text = str(oracle) or type(oracle).__name__
         return Report(
@@ -497,6 +656,7 @@ def verify(
             error=f"oracle failed: {type(oracle).__name__}: {text}",
             rejections=tuple(sorted(quarantine, key=lambda r: r.record.coords)),
             conflicts=tuple(sorted(set(conflicts))),
+            skips=skipped,
         )
     result = oracle.result
     blocked = tuple(p for p in result.keys if p.status is Status.BLOCKED)
@@ -509,6 +669,7 @@ def verify(
             blocked=blocked,
             rejections=oracle.rejections,
             conflicts=result.conflicts,
+            skips=skipped,
             **extra,
         )
 
@@ -524,15 +685,17 @@ def verify(
     if not boundary.complete or len(reasons) > len(boundary.reasons):
         return report(VerifyStatus.INCOMPLETE, boundary_reasons=tuple(reasons))
 
-    rows = view_rows.values() if isinstance(view_rows, Mapping) else view_rows
-    diffs, row_count = _compare_keys(cfg, result.keys, project(cfg, rows))
+    rows = tuple(view_rows.values() if isinstance(view_rows, Mapping) else view_rows)
+    diffs, row_count = _compare_keys(
+        cfg, result.keys, project(cfg, rows), (oracle.reason_counts, reason_counts(rows))
+    )
     diffs += _compare_rejections(oracle.rejections, quarantine)
     diffs += _compare_conflicts(result.conflicts, conflicts)
     if blocked:
         status = VerifyStatus.BLOCKED
     elif diffs:
         status = VerifyStatus.DRIFT
-    elif oracle.rejections or result.conflicts:
+    elif oracle.rejections or result.conflicts or skipped:
         status = VerifyStatus.PASS_WITH_EXCLUSIONS
     else:
         status = VerifyStatus.PASS
@@ -601,7 +764,10 @@ __all__ = [
     "DiffKind",
     "Difference",
     "ExpectationDifference",
+    "OperationStop",
+    "OperatorSkip",
     "Report",
+    "SkipRef",
     "VerifyStatus",
     "expectation_difference",
     "memory_boundary",

@@ -6,15 +6,16 @@ import argparse
 import json
 import sys
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 from amends_core.ledger import Conflict, RejectReason, StockKey
 from amends_core.result import RejectionRef
-from amends_core.verify import ExpectationDifference, Report, VerifyStatus
+from amends_core.verify import ExpectationDifference, Report, SkipRef, VerifyStatus
 from amends_pipeline.commands._common import load_config, operational, read_bytes
 from amends_pipeline.errors import UsageError
 from amends_pipeline.ops.verify import verify_namespace
 from amends_pipeline.runtime import Runtime
+from amends_pipeline.text import terminal_safe
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -31,15 +32,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             " row, the rejections found (by reason, with partition/offset) and the conflicts."
             " With --expect it also prints which expected entries are missing and which found"
             " entries are unexpected. Exit 0 only for an accepted report: PASS, or"
-            " PASS_WITH_EXCLUSIONS when --expect lists exactly the rejections and conflicts"
-            " found. Exit 1 otherwise; 2 for an unusable expectations file (one line naming the"
+            " PASS_WITH_EXCLUSIONS when --expect lists exactly the rejections, conflicts and"
+            " operator skips (`amends skip`) found. A source partition stopped by an operation"
+            " error is ERROR naming the partition, offset, error and the `amends skip` command"
+            " line. Exit 1 otherwise; 2 for an unusable expectations file (one line naming the"
             " field at fault) or environment."
         ),
     )
     p.add_argument("--config", required=True, metavar="CONFIG.json")
     p.add_argument(
         "--expect", metavar="EXPECTED.json",
-        help='{"rejections":[{"partition","offset","reason"}],"conflicts":[{"item","location","txn_id","revision"}]}',
+        help='{"rejections":[{"partition","offset","reason"}],"conflicts":[{"item","location","txn_id","revision"}],'
+        '"skips":[{"partition","offset"}]} (skips: the operator skips, optional)',
     )
     p.add_argument(
         "--json", action="store_true",
@@ -67,15 +71,37 @@ class ExpectationsError(ValueError):
     """An expectations document is unusable; the message names the field at fault."""
 
 
-def load_expectations(path: str | None) -> tuple[list[RejectionRef], list[Conflict]]:
+class Expectations(NamedTuple):
+    """The manifests of an expectations file: what PASS_WITH_EXCLUSIONS must list exactly."""
+
+    rejections: list[RejectionRef]
+    conflicts: list[Conflict]
+    skips: list[SkipRef]
+
+
+def load_expectations(path: str | None) -> Expectations:
     if path is None:
-        return [], []
+        return Expectations([], [], [])
     raw = read_bytes(path, "expectations file")
     try:
-        return parse_expectations(raw)
+        return parse_expectation_file(raw)
     except ExpectationsError as e:
         msg = f"expectations file {path!r}: {e}"
         raise UsageError(msg) from None
+
+
+def parse_expectation_file(raw: bytes) -> Expectations:
+    """Rejection, conflict and operator-skip manifests (``"skips": [{"partition", "offset"}]``).
+
+    Raises ExpectationsError with one line naming the field at fault and where.
+    """
+    rej, con = parse_expectations(raw)
+    doc = json.loads(raw.decode("utf-8-sig"))  # parse_expectations vouched for it
+    skips = [
+        SkipRef(_natural(e, "partition", where), _natural(e, "offset", where))
+        for where, e in _entries(doc, "skips")
+    ]
+    return Expectations(rej, con, skips)
 
 
 def parse_expectations(raw: bytes) -> tuple[list[RejectionRef], list[Conflict]]:
@@ -188,27 +214,27 @@ def _show(value: object, limit: int = 60) -> str:
 @operational
 def run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
-    rej, con = load_expectations(args.expect)
+    rej, con, skips = load_expectations(args.expect)
     if not args.wait >= 0:
         msg = "--wait takes a number of seconds, 0 or more"
         raise UsageError(msg)
     rt = Runtime(cfg)
     deadline = time.monotonic() + args.wait
-    report = verify_namespace(rt)
+    report = verify_namespace(rt, args.config)
     while report.status is VerifyStatus.INCOMPLETE and time.monotonic() < deadline:
         time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
-        report = verify_namespace(rt)
-    accepted = report.accepts(rej, con)
-    diff = report.expectation_difference(rej, con) if args.expect is not None else None
+        report = verify_namespace(rt, args.config)
+    accepted = report.accepts(rej, con, skips)
+    diff = report.expectation_difference(rej, con, skips) if args.expect is not None else None
     if args.json:
         doc = report.to_json()
         if diff is not None:
             doc["expectation_difference"] = diff.to_json()
         print(json.dumps(doc, indent=2, ensure_ascii=False))
     else:
-        print(report.render(args.max_rows))
+        print(terminal_safe(report.render(args.max_rows)))  # data is escaped; JSON stays exact
         if diff is not None:
-            print(diff.render(args.max_rows))
+            print(terminal_safe(diff.render(args.max_rows)))
     print(f"accepted: {'yes' if accepted else 'no'}{_why_not(report, diff, accepted)}", file=sys.stderr)
     return 0 if accepted else 1
 
@@ -219,6 +245,12 @@ def _why_not(report: Report, diff: ExpectationDifference | None, accepted: bool)
     status = report.status
     if status not in (VerifyStatus.PASS, VerifyStatus.PASS_WITH_EXCLUSIONS):
         return f" ({status.value} is never accepted)"
+    if diff is None and report.skips:
+        return (
+            f" ({status.value}: acknowledge the {len(report.rejections)} rejections,"
+            f" {len(report.conflicts)} conflicts and {len(report.skips)} operator skips above"
+            f' with --expect {EXPECT_FORMAT[:-1]}, "skips": [{{"partition", "offset"}}]}})'
+        )
     if diff is None:
         return (
             f" ({status.value}: acknowledge the {len(report.rejections)} rejections and"

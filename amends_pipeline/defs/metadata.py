@@ -58,6 +58,7 @@ def partition_state(s: PartitionState, snap: Snapshot) -> dict[str, Any]:
         "view_frontier": s.view_frontier,
         "view_stopped": s.view_stopped or "",
         "view_state": s.view_health.state(),
+        **({"worker_stopped": s.worker_stopped} if s.worker_stopped else {}),
     }
 
 
@@ -145,6 +146,10 @@ def verification(v: Verification) -> dict[str, Any]:
     }
     if r.error:
         md["error"] = _cell(r.error, 300)
+    if r.stops:  # which partition, which offset, the error, and what to do
+        md["stopped_partitions"] = dg.MetadataValue.json([s.to_json() for s in r.stops])
+    if r.skips:
+        md["operator_skips"] = len(r.skips)
     return md
 
 
@@ -153,6 +158,15 @@ def report_markdown(r: Report) -> str:
     parts = [f"**{r.status.value}** for namespace `{_cell(r.namespace)}`"]
     if r.error:
         parts.append(f"Error: {_cell(r.error, 300)}")
+    if r.stops:
+        parts.append(
+            "Source partitions stopped by an operation error:\n"
+            + "\n".join(
+                f"- partition {s.partition}, offset {s.offset}: {_cell(s.error, 200)}."
+                f" {_cell(s.remedy, 300)}"
+                for s in r.stops
+            )
+        )
     if r.boundary_reasons:
         parts.append("Boundary not complete:\n" + "\n".join(f"- {_cell(x, 200)}" for x in r.boundary_reasons))
     parts.append(
@@ -173,6 +187,14 @@ def report_markdown(r: Report) -> str:
             + markdown_table(
                 ["partition", "offset", "reason"],
                 [(x.partition, x.offset, x.reason) for x in r.rejection_refs],
+            )
+        )
+    if r.skips:
+        parts.append(
+            "Operator skips (excluded, `amends skip`):\n\n"
+            + markdown_table(
+                ["partition", "offset", "reason", "operator", "when", "error"],
+                [(s.partition, s.offset, s.reason, s.operator, s.skipped_at, s.error) for s in r.skips],
             )
         )
     if r.conflicts:

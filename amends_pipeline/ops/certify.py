@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from amends_core.ledger import Conflict
 from amends_core.oracle import compute as oracle_compute
 from amends_core.result import RejectionRef
-from amends_core.verify import Report
+from amends_core.verify import Report, SkipRef
 from amends_pipeline.manifest import check_source
 from amends_pipeline.ops.orchestration import snapshot
-from amends_pipeline.ops.verify import read_source, verify_namespace
+from amends_pipeline.ops.verify import read_source, verify_namespace, without_skips
 from amends_pipeline.postgres.reports import CertifiedCounts, write_certified
 from amends_pipeline.runtime import Runtime
 
@@ -40,14 +40,18 @@ class OracleSummary:
 
 
 def run_oracle(rt: Runtime) -> OracleSummary:
-    """Recompute everything from the source topic's full history with the independent oracle."""
+    """Recompute everything from the source topic's full history with the independent oracle.
+
+    Records operators skipped (``amends skip``) are left out, as verification leaves them out.
+    """
     t0 = time.perf_counter()
     snap = snapshot(rt)
     with rt.store("amends-oracle") as store:
         m = rt.manifest(store)
+        skips = store.skips()
     with rt.reader(m.source_topic) as reader:
         wms = check_source(reader, m, {p: 0 for p in range(rt.cfg.partitions)})
-        records = read_source(reader, m, {p: wm.high for p, wm in wms.items()})
+        records = without_skips(read_source(reader, m, {p: wm.high for p, wm in wms.items()}), skips)
     result = oracle_compute(rt.cfg, records)
     statuses = Counter(p.status.value for p in result.result.keys)
     return OracleSummary(
@@ -70,15 +74,24 @@ class Verification:
 
 
 def verify_boundary(
-    rt: Runtime, expected: tuple[list[RejectionRef], list[Conflict]] | None = None
+    rt: Runtime,
+    expected: tuple[list[RejectionRef], list[Conflict]]
+    | tuple[list[RejectionRef], list[Conflict], list[SkipRef]]
+    | None = None,
+    config: str = "CONFIG.json",
 ) -> Verification:
-    """Verify the view against the oracle; accepted only at a boundary that held still."""
+    """Verify the view against the oracle; accepted only at a boundary that held still.
+
+    ``expected``: (rejections, conflicts[, operator skips]) that PASS_WITH_EXCLUSIONS
+    must list exactly; ``config`` is the file named in the ``amends skip`` advice.
+    """
     before = snapshot(rt)
-    report = verify_namespace(rt)
+    report = verify_namespace(rt, config)
     after = snapshot(rt)
     held = before.boundary_key == after.boundary_key
-    rej, con = expected or ([], [])
-    accepted = held and report.accepts(rej, con)
+    rej, con, *more = expected or ([], [])
+    skips: list[SkipRef] = more[0] if more else []
+    accepted = held and report.accepts(rej, con, skips)
     return Verification(report, after.boundary_key if held else "", accepted)
 
 

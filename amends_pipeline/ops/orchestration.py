@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from amends_pipeline.manifest import Manifest
+from amends_pipeline.ops.skip import skip_command
 from amends_pipeline.postgres.reports import rejections_by_reason
 from amends_pipeline.roles.relay import RelayBusy, RelayLock, RelayPartition
 from amends_pipeline.roles.view import OutputLost, ViewPartition, ViewStopped
@@ -43,6 +44,8 @@ class PartitionState:
     view_stopped: str | None
     output_low: int | None = None
     """Start of the retained output log (None: not read)."""
+    worker_stopped: str | None = None
+    """The operation error the worker stopped on (offset, error, what to do), while unpassed."""
 
     @property
     def lag(self) -> int:
@@ -142,12 +145,19 @@ def incarnation_of(m: Manifest) -> str:
     return f"topic id {m.source_topic_id}" if m.source_topic_id else f"marker nonce {m.nonce}"
 
 
-def snapshot(rt: Runtime, parts: Iterable[int] | None = None) -> Snapshot:
-    """Read watermarks and durable progress of the given partitions (all by default)."""
+def snapshot(
+    rt: Runtime, parts: Iterable[int] | None = None, config: str = "CONFIG.json"
+) -> Snapshot:
+    """Read watermarks and durable progress of the given partitions (all by default).
+
+    ``config`` is the configuration file named in the ``amends skip`` advice of a
+    partition stopped by an operation error.
+    """
     wanted = sorted(set(range(rt.cfg.partitions) if parts is None else parts))
     states = []
     with rt.store("amends-snapshot", read_only=True) as store, rt.view_store(read_only=True) as vstore:
         m = rt.manifest(store)
+        halted = {s.partition: s for s in store.stops()}
         with rt.reader(m.source_topic) as src, rt.reader(m.output_topic) as out:
             for p in wanted:
                 wm = src.watermarks(p)
@@ -155,10 +165,15 @@ def snapshot(rt: Runtime, parts: Iterable[int] | None = None) -> Snapshot:
                 frontier = prog.next + 1 if prog.next == m.markers[p] else prog.next
                 view_frontier, stopped = vstore.progress(p)
                 owm = out.watermarks(p)
+                stop = halted.get(p)
                 states.append(
                     PartitionState(
                         p, wm.low, wm.high, frontier, prog.sequence - prog.acked,
                         owm.high, view_frontier, stopped, owm.low,
+                        None if stop is None else (
+                            f"operation error at offset {stop.offset}: {stop.error};"
+                            f" `{skip_command(config, p, stop.offset)}` once reviewed"
+                        ),
                     )
                 )
     return Snapshot(m.namespace, m.source_topic, m.output_topic, incarnation_of(m), tuple(states))

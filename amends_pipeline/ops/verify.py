@@ -26,18 +26,28 @@ a prefix that held nothing but the marker, control records or aborted
 records may be gone and the comparison stays complete; a consumed record that
 is gone makes the report INCOMPLETE, naming how many and where, because a
 PASS over partial input would vouch for facts nobody recomputed.
+
+Operation errors and operator skips: a source partition whose worker stopped
+on an operation error (recorded by the store, still ahead of the frontier) is
+reported as ERROR naming the partition, the offset, the error and the
+``amends skip`` command line. Records an operator skipped (``amends skip``)
+are left out of the oracle's input, exactly those coordinates, and listed
+with who skipped them, why and when; such a report is at best
+PASS_WITH_EXCLUSIONS.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from amends_core.ledger import Record
 from amends_core.oracle import compute as oracle_compute
-from amends_core.verify import Boundary, Report, verify
+from amends_core.verify import Boundary, OperationStop, OperatorSkip, Report, verify
 from amends_pipeline.kafka.topics import OffsetLost, Reader
 from amends_pipeline.manifest import IncarnationMismatch, Manifest, check_source
-from amends_pipeline.postgres.store import PgStore
+from amends_pipeline.ops.skip import skip_command
+from amends_pipeline.postgres.store import PartitionStop, PgStore, SkipEntry
 from amends_pipeline.roles.relay import relay_running
 from amends_pipeline.runtime import Runtime
 
@@ -83,8 +93,39 @@ def lost_records(store: PgStore, source: dict[int, list[Record]], ends: dict[int
     return reasons
 
 
-def verify_namespace(rt: Runtime) -> Report:
-    """Verify the namespace; read-only: never migrates or registers (NamespaceUnknown instead)."""
+def without_skips(
+    source: dict[int, list[Record]], skips: Sequence[SkipEntry]
+) -> dict[int, list[Record]]:
+    """``source`` without the records operators skipped (exactly those coordinates)."""
+    if not skips:
+        return source
+    gone = {(s.partition, s.offset) for s in skips}
+    return {
+        p: [r for r in recs if (p, r.coords.offset) not in gone] for p, recs in source.items()
+    }
+
+
+def audited_skips(skips: Sequence[SkipEntry]) -> list[OperatorSkip]:
+    return [OperatorSkip(s.partition, s.offset, s.reason, s.operator, s.when, s.error) for s in skips]
+
+
+def operation_stops(stops: Sequence[PartitionStop], config: str) -> list[OperationStop]:
+    """Stopped source partitions, each with what to do about it."""
+    return [
+        OperationStop(
+            s.partition, s.offset, s.error,
+            "processing cannot pass this record; review it, then skip it on the record with"
+            f" `{skip_command(config, s.partition, s.offset)}` and restart the worker",
+        )
+        for s in stops
+    ]
+
+
+def verify_namespace(rt: Runtime, config: str = "CONFIG.json") -> Report:
+    """Verify the namespace; read-only: never migrates or registers (NamespaceUnknown instead).
+
+    ``config`` is the configuration file to name in the ``amends skip`` advice.
+    """
     cfg = rt.cfg
     reasons: list[str] = []
     with rt.store("amends-verify", read_only=True) as store, rt.view_store(read_only=True) as vstore:
@@ -130,7 +171,7 @@ def verify_namespace(rt: Runtime) -> Report:
                 source = {p: [] for p in range(cfg.partitions)}
             reasons += lost_records(store, source, ends.source)
             try:
-                oracle = oracle_compute(cfg, source)
+                oracle = oracle_compute(cfg, without_skips(source, snap.skips))
             except Exception as e:  # every oracle failure is an ERROR report, never a crash
                 oracle = e
     boundary = Boundary(
@@ -141,4 +182,6 @@ def verify_namespace(rt: Runtime) -> Report:
     return verify(
         cfg, oracle, view.rows, list(snap.rejections), snap.conflicts(), boundary,  # type: ignore[arg-type]
         stopped=view.stopped,
+        skips=audited_skips(snap.skips),
+        stops=operation_stops(snap.stops, config),
     )

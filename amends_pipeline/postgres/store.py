@@ -5,8 +5,10 @@ differences are real transactions, row locks and batches.
 
 Resume contract: ``frontier(p)`` is the *exclusive* next source offset of
 partition ``p``. Every delivered offset below it is either applied (its
-evidence row is in ``observations``) or quarantined (its raw record is in
-``quarantine``), never both and never neither. A batch installs its evidence,
+evidence row is in ``observations``), quarantined (its raw record is in
+``quarantine``) or skipped by an operator after its processing failed (its
+raw record and the audit entry are in ``operator_skips``, see ``skip``),
+exactly one of them. A batch installs its evidence,
 projection, output intent, outbox rows or quarantine, and the new frontier in
 one transaction, or nothing at all. Reprocessing from a frontier that is one
 too high would silently skip a record; one too low is refused (the frontier
@@ -29,11 +31,13 @@ installed: anybody else's commit would have had to claim a new epoch first.
 from __future__ import annotations
 
 import bisect
+import hashlib
 import itertools
 import secrets
 import time
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -135,6 +139,58 @@ class Measurement:
 
 
 @dataclass(frozen=True, slots=True)
+class SkipEntry:
+    """One operator skip as audited in ``operator_skips``."""
+
+    partition: int
+    offset: int
+    reason: str
+    operator: str
+    skipped_at: datetime
+    error: str
+    """The operation error processing the record raised."""
+    epoch: int
+    """The ownership epoch the skip claimed (older owners are fenced out)."""
+    frontier_before: int
+    value_sha256: str
+    value_size: int
+
+    @property
+    def when(self) -> str:
+        """``skipped_at`` in UTC, ISO 8601 to the second."""
+        return self.skipped_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionStop:
+    """The operation error a worker stopped on, while the frontier has not passed it."""
+
+    partition: int
+    offset: int
+    error: str
+    stopped_at: datetime
+
+
+_SKIP_COLUMNS = (
+    "partition, src_offset, reason, operator, skipped_at, error, epoch, frontier_before,"
+    " value_sha256, value_size"
+)
+_READ_SKIPS = (
+    "SELECT " + _SKIP_COLUMNS + " FROM operator_skips WHERE ns_id = %s ORDER BY partition, src_offset"
+)
+_READ_SKIP = (
+    "SELECT " + _SKIP_COLUMNS + " FROM operator_skips WHERE ns_id = %s AND partition = %s"
+    " AND src_offset = %s"
+)
+_STOP_COLUMNS = "s.partition, s.src_offset, s.error, s.stopped_at"
+_CURRENT_STOPS = (
+    "SELECT " + _STOP_COLUMNS + " FROM partition_stops s JOIN partitions p"
+    " ON p.ns_id = s.ns_id AND p.partition = s.partition"
+    " WHERE s.ns_id = %s AND s.src_offset >= p.next_offset ORDER BY s.partition"
+)
+
+
+@dataclass(frozen=True, slots=True)
 class ProcessingSnapshot:
     """Processing state read in one REPEATABLE READ transaction."""
 
@@ -148,6 +204,10 @@ class ProcessingSnapshot:
     rejections: tuple[Rejection, ...]
     """Quarantine in (partition, offset) order."""
     conflict_list: tuple[Conflict, ...]
+    skips: tuple[SkipEntry, ...] = ()
+    """Operator skips in (partition, offset) order."""
+    stops: tuple[PartitionStop, ...] = ()
+    """Partitions stopped by an operation error the frontier has not passed."""
 
     def frontier(self, partition: int) -> int:
         return self.partitions[partition].next
@@ -616,11 +676,153 @@ class PgStore:
         StoreUnavailable (nothing committed) or CommitUnknown (resolve with
         ``resolve_unknown``).
         """
+        try:
+            with self.begin(token, expected_next) as tx:
+                tx.apply(records)
+                if until is not None:
+                    tx.advance_to(until)
+                return tx.commit()
+        except BatchAborted as e:
+            self._note_stop(e)
+            raise
+
+    # ------------------------------------------------------------ operation errors and skips
+
+    def _note_stop(self, e: BatchAborted) -> None:
+        """Record which record stopped the partition (diagnostics only; never masks ``e``)."""
+        cause = e.__cause__
+        text = f"{type(cause).__name__}: {cause}" if cause is not None else str(e)
+        try:
+            with self.db.transaction(self._label(f"recording the stop of partition {e.partition}")) as conn:
+                conn.execute(
+                    "INSERT INTO partition_stops (ns_id, partition, src_offset, error)"
+                    " VALUES (%s, %s, %s, %s) ON CONFLICT (ns_id, partition) DO UPDATE"
+                    " SET src_offset = excluded.src_offset, error = excluded.error,"
+                    " stopped_at = now()",
+                    (self.ns_id, e.partition, e.offset, text),
+                )
+        except StoreError:
+            pass  # the operation error is what the caller must see
+
+    def stops(self) -> list[PartitionStop]:
+        """Partitions stopped by an operation error that the frontier has not moved past."""
+        with self.db.transaction(self._label("reading stopped partitions"), snapshot=True) as conn:
+            rows = conn.execute(_CURRENT_STOPS, (self.ns_id,)).fetchall()
+        return [PartitionStop(*r) for r in rows]
+
+    def skips(self) -> list[SkipEntry]:
+        """Every operator skip of the namespace, in (partition, offset) order."""
+        with self.db.transaction(self._label("reading operator skips"), snapshot=True) as conn:
+            return self._read_skips(conn)
+
+    def _read_skips(
+        self, conn: psycopg.Connection[Any], at: tuple[int, int] | None = None
+    ) -> list[SkipEntry]:
+        """Every skip of the namespace, or only the one at ``at`` = (partition, offset)."""
+        if at is None:
+            rows = conn.execute(_READ_SKIPS, (self.ns_id,)).fetchall()
+        else:
+            rows = conn.execute(_READ_SKIP, (self.ns_id, *at)).fetchall()
+        return [SkipEntry(*r) for r in rows]
+
+    def skipped(self, partition: int, offset: int) -> SkipEntry | None:
+        """The audit entry of an operator skip of exactly this offset, if there is one."""
+        self._check_partition(partition)
+        with self.db.transaction(self._label("reading operator skips"), snapshot=True) as conn:
+            found = self._read_skips(conn, (partition, offset))
+        return found[0] if found else None
+
+    def probe(self, partition: int, expected_next: int, record: Record) -> BatchAborted | None:
+        """Process ``record`` at the installed state and roll back: the operation error, or None.
+
+        Runs under the currently installed epoch (observed, never claimed) in a
+        transaction that never commits, so it changes nothing; FenceError or
+        FrontierMismatch when ownership or the frontier moved meanwhile.
+        """
+        token = self.observe(partition)
         with self.begin(token, expected_next) as tx:
-            tx.apply(records)
-            if until is not None:
-                tx.advance_to(until)
-            return tx.commit()
+            try:
+                tx.apply([record])
+            except BatchAborted as e:
+                return e
+        return None
+
+    def skip(
+        self,
+        token: Token,
+        expected_next: int,
+        record: Record,
+        *,
+        error: str,
+        reason: str,
+        operator: str,
+    ) -> SkipEntry:
+        """Move the frontier past ``record`` without applying it, with an audit entry.
+
+        One fenced transaction, guarded like a batch (namespace, configuration,
+        epoch, expected frontier): the audit row (raw record, its SHA-256 and
+        size, error, reason, operator, epoch, time) and the new frontier
+        ``record offset + 1`` commit together or not at all. Whether the record
+        is the one processing stops on is the caller's check (``probe``).
+        Raises FenceError, FrontierMismatch, SourceMismatch, StoreUnavailable or
+        CommitUnknown (settle with ``settle_skip``).
+        """
+        p, c = token.partition, record.coords
+        if token.namespace != self.cfg.namespace or token.digest != self.digest:
+            msg = "token belongs to another namespace or configuration"
+            raise FenceError(msg)
+        self._check_partition(p)
+        if c.source != self.cfg.source_incarnation or c.partition != p or c.offset < expected_next:
+            msg = (
+                f"cannot skip {c.partition}/{c.offset} of {c.source!r} on partition {p}"
+                f" at frontier {expected_next}"
+            )
+            raise SourceMismatch(msg)
+        self._caches.pop(p, None)
+        digest = hashlib.sha256(record.value).hexdigest()
+        with self.db.transaction(self._label(f"skipping {p}/{c.offset}")) as conn:
+            row = conn.execute(_LOCK_PARTITION, (self.ns_id, p)).fetchone()
+            assert row is not None
+            epoch, installed, _, _, registered = row
+            if registered != self.digest:
+                msg = "token belongs to another namespace or configuration"
+                raise FenceError(msg)
+            if token.epoch != epoch:
+                msg = f"epoch {token.epoch} was replaced by {epoch} on partition {p}"
+                raise FenceError(msg)
+            if installed != expected_next:
+                msg = f"expected frontier {expected_next}, installed {installed}"
+                raise FrontierMismatch(msg)
+            at = conn.execute(
+                "INSERT INTO operator_skips (ns_id, partition, src_offset, source, raw_value,"
+                " raw_key, value_sha256, value_size, error, reason, operator, epoch,"
+                " frontier_before) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                " RETURNING skipped_at",
+                (self.ns_id, p, c.offset, c.source, record.value, record.key, digest,
+                 len(record.value), error, reason, operator, epoch, expected_next),
+            ).fetchone()
+            assert at is not None
+            conn.execute(
+                "UPDATE partitions SET next_offset = %s, last_commit_at = now()"
+                " WHERE ns_id = %s AND partition = %s",
+                (c.offset + 1, self.ns_id, p),
+            )
+            conn.execute(
+                "DELETE FROM partition_stops WHERE ns_id = %s AND partition = %s"
+                " AND src_offset <= %s",
+                (self.ns_id, p, c.offset),
+            )
+        return SkipEntry(p, c.offset, reason, operator, at[0], error, epoch, expected_next,
+                         digest, len(record.value))
+
+    def settle_skip(self, unknown: CommitUnknown, partition: int, offset: int) -> SkipEntry | None:
+        """After a lost reply to ``skip``: its audit entry if it committed, else None (final)."""
+        self._caches.pop(partition, None)
+        with self.db.transaction(self._label(f"settling an unknown skip of {partition}/{offset}")) as conn:
+            self.db.end_backend(conn, unknown.backend)
+            conn.execute(_OBSERVE_CLAIM, (self.ns_id, partition))
+            found = self._read_skips(conn, (partition, offset))
+        return found[0] if found else None
 
     def resolve_unknown(self, unknown: CommitUnknown) -> bool:
         """Settle a lost commit reply by re-reading the installed frontier: True if it committed.
@@ -886,6 +1088,8 @@ class PgStore:
                     )
                 )
             )
+            skips = tuple(self._read_skips(conn))
+            stops = tuple(PartitionStop(*r) for r in conn.execute(_CURRENT_STOPS, (ns,)))
         return ProcessingSnapshot(
             self.cfg,
             parts,
@@ -894,6 +1098,8 @@ class PgStore:
             {p: tuple(v) for p, v in boxes.items()},
             rejections,
             conflicts,
+            skips,
+            stops,
         )
 
     def conflicts(self) -> list[Conflict]:
@@ -980,6 +1186,7 @@ class PgStore:
                     self._load_keys(conn, cache, [k])
                 return cache.keys[k]
 
+            skipped = {(s.partition, s.offset): s.value_sha256 for s in self._read_skips(conn)}
             for record in records:
                 c = record.coords
                 if (
@@ -989,6 +1196,12 @@ class PgStore:
                 ):
                     msg = f"offset {c.offset} of partition {c.partition} has not been consumed"
                     raise ReplayMismatch(msg)
+                held_skip = skipped.get((c.partition, c.offset))
+                if held_skip is not None:  # an operator skip: the same bytes, never applied
+                    if hashlib.sha256(record.value).hexdigest() != held_skip:
+                        msg = f"the operator-skipped record at {c.partition}/{c.offset} has other bytes"
+                        raise ReplayMismatch(msg)
+                    continue
                 out = process.decide(self.cfg, record, state_of, cache.outputs.get)
                 if isinstance(out, process.Rejected):
                     row = conn.execute(
@@ -1195,8 +1408,12 @@ class ProcessingTx:
                 raise SourceMismatch(msg)
             try:
                 out = decide(cfg, r, state_of, latest)
-            except (CloseOutOfRange, diff.VersionExhausted) as e:
-                msg = f"record {p}/{c.offset}: {e}; nothing of this batch was committed"
+            except (CloseOutOfRange, diff.OutputOperationError) as e:
+                msg = (
+                    f"record {p}/{c.offset}: {e}; nothing of this batch was committed."
+                    " The partition stops on this record: review it, then move past it with"
+                    f" `amends skip --config CONFIG --partition {p} --offset {c.offset} --reason TEXT`"
+                )
                 raise BatchAborted(msg, partition=p, offset=c.offset) from e
             if self._first is None:
                 self._first = c.offset
@@ -1376,8 +1593,10 @@ __all__ = [
     "Measurement",
     "OutboxEntry",
     "PartitionProgress",
+    "PartitionStop",
     "PgStore",
     "ProcessingSnapshot",
     "ProcessingTx",
+    "SkipEntry",
     "register_namespace",
 ]
