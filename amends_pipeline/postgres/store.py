@@ -280,6 +280,32 @@ def same_configuration(cfg: Config, registered: str, digest: str) -> None:
         raise ConfigMismatch(msg)
 
 
+def guard_ownership(
+    partition: int,
+    token: Token,
+    expected_next: int,
+    digests: tuple[str, str],
+    epoch: int,
+    installed: int,
+) -> None:
+    """The fence every write of a partition passes, on its locked row.
+
+    ``digests`` is (registered, ours); FenceError when the token is for another
+    namespace or configuration or its epoch was replaced, FrontierMismatch when
+    the installed frontier is not the one the writer expects.
+    """
+    registered, ours = digests
+    if registered != ours:
+        msg = "token belongs to another namespace or configuration"
+        raise FenceError(msg)
+    if token.epoch != epoch:
+        msg = f"epoch {token.epoch} was replaced by {epoch} on partition {partition}"
+        raise FenceError(msg)
+    if installed != expected_next:
+        msg = f"expected frontier {expected_next}, installed {installed}"
+        raise FrontierMismatch(msg)
+
+
 def lookup_namespace(db: Database, cfg: Config) -> tuple[int, dict[StockKey, int]]:
     """Find the namespace's rows without writing anything (read-only commands).
 
@@ -784,15 +810,7 @@ class PgStore:
             row = conn.execute(_LOCK_PARTITION, (self.ns_id, p)).fetchone()
             assert row is not None
             epoch, installed, _, _, registered = row
-            if registered != self.digest:
-                msg = "token belongs to another namespace or configuration"
-                raise FenceError(msg)
-            if token.epoch != epoch:
-                msg = f"epoch {token.epoch} was replaced by {epoch} on partition {p}"
-                raise FenceError(msg)
-            if installed != expected_next:
-                msg = f"expected frontier {expected_next}, installed {installed}"
-                raise FrontierMismatch(msg)
+            guard_ownership(p, token, expected_next, (registered, self.digest), epoch, installed)
             at = conn.execute(
                 "INSERT INTO operator_skips (ns_id, partition, src_offset, source, raw_value,"
                 " raw_key, value_sha256, value_size, error, reason, operator, epoch,"
@@ -1283,15 +1301,7 @@ class ProcessingTx:
         assert row is not None
         epoch, installed, last_sequence, batches, digest = row
         try:
-            if digest != store.digest:
-                msg = "token belongs to another namespace or configuration"
-                raise FenceError(msg)
-            if token.epoch != epoch:
-                msg = f"epoch {token.epoch} was replaced by {epoch} on partition {p}"
-                raise FenceError(msg)
-            if expected_next != installed:
-                msg = f"expected frontier {expected_next}, installed {installed}"
-                raise FrontierMismatch(msg)
+            guard_ownership(p, token, expected_next, (digest, store.digest), epoch, installed)
         except BaseException:
             self._abort()
             raise
