@@ -135,7 +135,7 @@ def run(progress: Progress, *, prefer_broker: str = "auto") -> tuple[str, list[S
     from amends_pipeline.defs.resources import AmendsResource
     from amends_pipeline.defs.sensors import relay_sensor
     from amends_pipeline.defs.verification_record import VERIFICATION_KEY
-    from amends_pipeline.kafka.load import plan
+    from amends_pipeline.kafka.load import plan_file
     from amends_pipeline.ops.provision import provision
     from amends_pipeline.postgres.reports import read_certified
 
@@ -163,11 +163,7 @@ def run(progress: Progress, *, prefer_broker: str = "auto") -> tuple[str, list[S
         for i, stage in enumerate(stages):
             t0 = time.perf_counter()
             name = stage["name"]
-            lines = [
-                (f"{stage['source']}:{n}", line)
-                for n, line in enumerate((FIXTURE / stage["source"]).read_bytes().splitlines(), 1)
-            ]
-            msgs = plan(rt.cfg, lines, 0)
+            msgs = plan_file(rt.cfg, stage["source"], (FIXTURE / stage["source"]).read_bytes())
             progress(f"stage {i + 1}/{len(stages)} {name}: loading {len(msgs)} records into {m.source_topic}")
             w = rt.writer()
             for msg in msgs:

@@ -11,13 +11,12 @@ import json
 import os
 from collections.abc import Iterator
 
-from amends_core import limits, wire
-from amends_core.ledger import Config
+from amends_core import limits
 from amends_core.records import InputReader, RecordsError
 from amends_pipeline.commands._common import load_config, operational
 from amends_pipeline.commands._progress import Progress
 from amends_pipeline.errors import UsageError
-from amends_pipeline.kafka.load import Outgoing
+from amends_pipeline.kafka.load import load_plan
 from amends_pipeline.runtime import Runtime
 
 
@@ -34,27 +33,6 @@ def _chunks(path: str) -> Iterator[bytes]:
     except OSError as e:
         msg = f"cannot read input file {path!r}: {e.strerror or e}"
         raise UsageError(msg) from None
-
-
-def load_plan(cfg: Config, reader: InputReader, default_partition: int = 0) -> list[Outgoing]:
-    """What ``amends load`` sends: raw values first (file order), then framed records.
-
-    A raw value whose stock key is configured goes to that key's partition with
-    the canonical transport key; anything else (undecodable, unknown key) goes
-    to ``default_partition`` without a key, so that the worker quarantines it
-    instead of it vanishing. Framed records go to their partition with their
-    key, in offset order.
-    """
-    out: list[Outgoing] = []
-    for raw in reader.raw_lines:
-        t = wire.decode_transaction(raw.value)
-        kc = None if isinstance(t, wire.DecodeError) else cfg.key_config(t.stock_key)
-        if kc is None or isinstance(t, wire.DecodeError):
-            out.append(Outgoing(default_partition, None, raw.value))
-        else:
-            out.append(Outgoing(kc.partition, t.stock_key.transport_key(), raw.value))
-    out.extend(Outgoing(f.partition, f.key, f.value) for f in reader.framed())
-    return out
 
 
 def read_inputs(paths: list[str], partitions: int) -> InputReader:

@@ -212,16 +212,12 @@ class Session:
 
     def _batches(self, rt: Any) -> Iterator[Batch]:
         """The worked example's stages, then (with --live) a day of live records at a time."""
-        from amends_pipeline.kafka.load import plan
+        from amends_pipeline.kafka.load import plan_file
 
         stages = json.loads((FIXTURE / "stages.json").read_text())["stages"][: self.args.stages]
         expected: dict[str, Any] = {}
         for i, stage in enumerate(stages, 1):
-            lines = [
-                (f"{stage['source']}:{n}", line)
-                for n, line in enumerate((FIXTURE / stage["source"]).read_bytes().splitlines(), 1)
-            ]
-            msgs = plan(rt.cfg, lines, 0)
+            msgs = plan_file(rt.cfg, stage["source"], (FIXTURE / stage["source"]).read_bytes())
             yield Batch(
                 f"stage {i}", f"stage {i}/{len(stages)} {stage['name']}: loading {len(msgs)} records",
                 [(m.partition, m.value, m.key) for m in msgs],

@@ -1,13 +1,16 @@
-"""Turn fixture or framed files into messages for the source topic."""
+"""Turn input files into messages for the source topic (``amends load``, the demo, ``amends up``).
+
+Files are read by the one parser ``amends compute`` uses too
+(``amends_core.records.InputReader``): the same lines are accepted and refused.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from amends_core import wire
 from amends_core.ledger import Config
-from amends_core.records import RecordsError, parse_line
+from amends_core.records import InputReader
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,36 +20,29 @@ class Outgoing:
     value: bytes
 
 
-def plan(
-    cfg: Config, lines: Iterable[tuple[str, bytes]], default_partition: int = 0
-) -> list[Outgoing]:
-    """Messages for every non-empty line, in file order.
+def load_plan(cfg: Config, reader: InputReader, default_partition: int = 0) -> list[Outgoing]:
+    """What is sent: raw values first (file order), then framed records.
 
-    A line is either a framed record (``{"partition","offset","key","value"|"value_b64"}``,
-    sent to its partition with its key; the offset only orders lines and Kafka
-    assigns its own) or a raw source value. A raw value whose stock key is
-    configured goes to that key's partition with the canonical transport key;
-    anything else (undecodable, unknown key) goes to ``default_partition``
-    without a key, so that the worker quarantines it instead of it vanishing.
+    A raw value whose stock key is configured goes to that key's partition with
+    the canonical transport key; anything else (undecodable, unknown key) goes
+    to ``default_partition`` without a key, so that the worker quarantines it
+    instead of it vanishing. Framed records go to their partition with their
+    key, in offset order (Kafka assigns its own offsets).
     """
     out: list[Outgoing] = []
-    framed: list[tuple[int, int, Outgoing]] = []
-    for where, line in lines:
-        if not line.strip():
-            continue
-        obj = wire.parse_json_object(line)
-        if isinstance(obj, dict) and "partition" in obj and "offset" in obj and "txn_id" not in obj:
-            fr = parse_line(line, where)
-            if fr.partition >= cfg.partitions:
-                msg = f"{where}: partition {fr.partition} outside 0..{cfg.partitions - 1}"
-                raise RecordsError(msg)
-            framed.append((fr.partition, fr.offset, Outgoing(fr.partition, fr.key, fr.value)))
-            continue
-        t = wire.decode_transaction(line)
+    for raw in reader.raw_lines:
+        t = wire.decode_transaction(raw.value)
         kc = None if isinstance(t, wire.DecodeError) else cfg.key_config(t.stock_key)
         if kc is None or isinstance(t, wire.DecodeError):
-            out.append(Outgoing(default_partition, None, line))
+            out.append(Outgoing(default_partition, None, raw.value))
         else:
-            out.append(Outgoing(kc.partition, t.stock_key.transport_key(), line))
-    framed.sort(key=lambda x: (x[0], x[1]))
-    return out + [o for _, _, o in framed]
+            out.append(Outgoing(kc.partition, t.stock_key.transport_key(), raw.value))
+    out.extend(Outgoing(f.partition, f.key, f.value) for f in reader.framed())
+    return out
+
+
+def plan_file(cfg: Config, name: str, content: bytes, default_partition: int = 0) -> list[Outgoing]:
+    """``load_plan`` of one file already in memory (a fixture); RecordsError naming NAME:LINE."""
+    reader = InputReader(cfg.partitions)
+    reader.add_file(name, content.splitlines(keepends=True))
+    return load_plan(cfg, reader, default_partition)

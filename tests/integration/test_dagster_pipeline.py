@@ -24,7 +24,7 @@ from amends_pipeline.defs.jobs import boundary_job, refold_job
 from amends_pipeline.defs.resources import AmendsResource
 from amends_pipeline.defs.sensors import boundary_sensor, relay_sensor, source_sensor, view_sensor
 from amends_pipeline.defs.verification_record import VERIFICATION_KEY
-from amends_pipeline.kafka.load import plan
+from amends_pipeline.kafka.load import plan_file
 from amends_pipeline.kafka.realbroker import RealBroker
 from amends_pipeline.ops import orchestration
 from amends_pipeline.ops.provision import provision
@@ -46,11 +46,10 @@ class Harness:
 
     def load(self, stage: str) -> None:
         rt = self.res.runtime()
-        lines = [(f"{stage}:{n}", line) for n, line in enumerate((FIXTURE / stage).read_bytes().splitlines(), 1)]
         w = rt.writer()
         with rt.store("test-load") as store:
             topic = rt.manifest(store).source_topic
-        for m in plan(rt.cfg, lines, 0):
+        for m in plan_file(rt.cfg, stage, (FIXTURE / stage).read_bytes()):
             w.produce(topic, m.partition, m.value, m.key)
         w.flush()
 

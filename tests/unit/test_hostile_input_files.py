@@ -23,7 +23,7 @@ from amends_core import limits, records, wire
 from amends_core.ledger import INT64_MAX
 from amends_core.records import InputReader, RecordsError
 from amends_pipeline.cli import main
-from amends_pipeline.commands.load import load_plan
+from amends_pipeline.kafka.load import load_plan
 from tests.builders import K1, txn, value
 
 AMENDS = str(Path(sys.executable).with_name("amends"))
