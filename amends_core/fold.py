@@ -44,7 +44,11 @@ def validate(cfg: Config, record: Record) -> Transaction | Rejection:
         return Rejection(record, reason, detail)
 
     if record.reserved_header:
-        return reject(RejectReason.RESERVED_HEADER, "carries the reserved amends-marker header")
+        return reject(
+            RejectReason.RESERVED_HEADER,
+            "carries the reserved amends-marker header without being the recorded marker,"
+            " or headers the Kafka client cannot read (a header name that is not UTF-8)",
+        )
     txn = wire.decode_transaction(record.value)
     if isinstance(txn, wire.DecodeError):
         return reject(RejectReason.MALFORMED, txn.message)

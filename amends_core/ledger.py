@@ -124,7 +124,8 @@ class Record:
     coords: Coordinates
     reserved_header: bool = False
     """The message carried the header reserved for the pipeline's own source marker
-    without being the marker its namespace recorded; it is rejected (RESERVED_HEADER)."""
+    without being the marker its namespace recorded, or headers the client could not
+    read (which might hide that header); it is rejected (RESERVED_HEADER)."""
 
 
 class RejectReason(enum.StrEnum):

@@ -224,7 +224,10 @@ def _detail(row: dict[str, object]) -> str:
     """One readable line for a rejection (informational; never compared)."""
     reason = RejectReason(str(row["reason"]))
     if reason is RejectReason.RESERVED_HEADER:
-        return "the message carries the amends-marker header but is not the recorded marker"
+        return (
+            "the message carries the amends-marker header but is not the recorded marker,"
+            " or its headers cannot be read"
+        )
     if reason is RejectReason.MALFORMED:
         return str(row["error"])
     if reason is RejectReason.IDENTITY:

@@ -203,6 +203,7 @@ def test_a_source_record_whose_header_name_is_not_utf8_is_quarantined_and_the_wo
         rows = conn.execute("SELECT src_offset, reason, detail, raw_value FROM quarantine").fetchall()
     assert [(o, reason) for o, reason, _, _ in rows] == [(bad_at, "RESERVED_HEADER")]
     assert bytes(rows[0][3]) == txn("HIDDEN", -90, day=3)  # the raw value survives quarantine unchanged
+    assert "headers the Kafka client cannot read" in rows[0][2]  # the stored detail says why
     p.ok("role", "relay", "--config", str(p.config), "--until-idle", "--quiet")
     p.ok("role", "view", "--config", str(p.config), "--until-idle", "--quiet")
     # The oracle reads the same message through the same route and agrees.
