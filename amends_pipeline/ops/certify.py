@@ -13,8 +13,8 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
-from amends_core.ledger import Conflict
-from amends_core.oracle import compute as oracle_compute
+from amends_core.ledger import Conflict, Record
+from amends_core.oracle.compute import compute_by_partition
 from amends_core.result import RejectionRef
 from amends_core.verify import Report, SkipRef
 from amends_pipeline.manifest import check_source
@@ -49,14 +49,21 @@ def run_oracle(rt: Runtime) -> OracleSummary:
     with rt.store("amends-oracle") as store:
         m = rt.manifest(store)
         skips = store.skips()
+    counted = 0
     with rt.reader(m.source_topic) as reader:
         wms = check_source(reader, m, {p: 0 for p in range(rt.cfg.partitions)})
-        records = without_skips(read_source(reader, m, {p: wm.high for p, wm in wms.items()}), skips)
-    result = oracle_compute(rt.cfg, records)
+
+        def read(p: int) -> list[Record]:  # one partition's history in memory at a time
+            nonlocal counted
+            recs = without_skips(read_source(reader, m, {p: wms[p].high}), skips)[p]
+            counted += len(recs)
+            return recs
+
+        result = compute_by_partition(rt.cfg, read)
     statuses = Counter(p.status.value for p in result.result.keys)
     return OracleSummary(
         snap.boundary_key,
-        sum(len(v) for v in records.values()),
+        counted,
         len(result.result.keys),
         dict(sorted(statuses.items())),
         len(result.rejections),

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 
 from amends_core.ledger import Record
 from amends_core.oracle import compute as oracle_compute
+from amends_core.oracle.compute import compute_by_partition
 from amends_core.verify import Boundary, OperationStop, OperatorSkip, Report, verify
 from amends_pipeline.kafka.topics import OffsetLost, Reader
 from amends_pipeline.manifest import IncarnationMismatch, Manifest, check_source
@@ -163,17 +164,25 @@ def verify_namespace(rt: Runtime, config: str = "CONFIG.json") -> Report:
                     reasons.append(
                         f"output partition {p}: view frontier {view.frontier(p)}, output end {ends.output[p]}"
                     )
+            lost: list[str] = []
+
+            def read(p: int) -> list[Record]:
+                # one partition at a time: memory holds one partition's history, not all
+                recs = read_source(src, m, {p: ends.source[p]}, {p: wms[p].low})[p]
+                lost.extend(lost_records(store, {p: recs}, {p: ends.source[p]}))
+                return without_skips({p: recs}, snap.skips)[p]
+
             oracle: object
             try:
-                source = read_source(src, m, ends.source, {p: wm.low for p, wm in wms.items()})
+                oracle = compute_by_partition(cfg, read)
             except OffsetLost as e:
                 reasons.append(f"retention removed records while verification read them: {e}")
-                source = {p: [] for p in range(cfg.partitions)}
-            reasons += lost_records(store, source, ends.source)
-            try:
-                oracle = oracle_compute(cfg, without_skips(source, snap.skips))
+                nothing: dict[int, list[Record]] = {p: [] for p in range(cfg.partitions)}
+                lost = lost_records(store, nothing, ends.source)
+                oracle = oracle_compute(cfg, nothing)
             except Exception as e:  # every oracle failure is an ERROR report, never a crash
                 oracle = e
+            reasons += lost
     boundary = Boundary(
         complete=not reasons,
         reasons=tuple(reasons),
