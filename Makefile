@@ -54,11 +54,14 @@ lint: venv
 bench: setup
 	$(VENV)/bin/amends bench
 
-# Long hostile-input run for nightly CI (not part of `make test`).
+# Long hostile-input run for nightly CI (not part of `make test`): five million inputs under
+# atheris (one million per target in tests/fuzz/, escaping inputs kept in var/fuzz/), then the
+# Hypothesis fuzz tests with raised example counts (hours on one core).
 fuzz-nightly: venv
+	$(PY) -m tests.fuzz --runs 1000000 --jobs 2
 	AMENDS_FUZZ_EXAMPLES=200000 AMENDS_ORACLE_MANY_EXAMPLES=20000 \
 		$(PY) -m pytest tests/unit/test_wire_fuzz.py tests/unit/test_oracle_decode_fuzz.py tests/unit/test_hostile_input_fuzz.py \
-		tests/unit/test_oracle_agreement.py -q -p no:cacheprovider
+		tests/unit/test_oracle_agreement.py tests/unit/test_fuzz_targets.py -q -p no:cacheprovider
 
 # Long simulation soak for nightly CI (about 2.5 hours on 2 cores).
 sim-nightly: venv

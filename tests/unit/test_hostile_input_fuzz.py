@@ -10,37 +10,16 @@ message into a protocol stop with a diagnostic, never an exception.
 
 from __future__ import annotations
 
-import json
 import os
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from amends_core import limits, records
-from amends_core.pipeline import MemoryPipeline
-from amends_core.records import FramedRecord, InputReader, RawLine, RecordsError
-from amends_core.view import Effect, ViewState
-from tests import builders as b
-from tests.builders import K1, config, day, txn, value
+from tests.builders import txn, value
+from tests.fuzz.checks import ENVELOPES, FRAMED, check_input_file, check_read_line, check_view
 
 EXAMPLES = int(os.environ.get("AMENDS_FUZZ_EXAMPLES", "300"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
-CFG = config([(K1, 100, 60, 0)])
-FRAMED = json.dumps(
-    {"partition": 0, "offset": 3, "key": K1.transport_key().decode(), "value": value(txn()).decode()},
-    separators=(",", ":"),
-).encode()
-
-
-def _envelopes() -> list[bytes]:
-    """Output bytes of a short history as the relay publishes them (balances, an alert, status)."""
-    pipe = MemoryPipeline(CFG)
-    pipe.append(b.records([txn("A", qty=-50), txn("B", qty=-20, valid=day(2)), txn("A", revision=2, kind="AMEND", qty=-5)]))
-    pipe.drain()
-    return list(pipe.output[0])
-
-
-ENVELOPES = _envelopes()
 
 
 @st.composite
@@ -70,20 +49,6 @@ def mutated(draw: st.DrawFn, seeds: list[bytes]) -> bytes:
     return bytes(data)
 
 
-def check_read_line(line: bytes) -> None:
-    try:
-        got = records.read_line(line, "f:1", 2)
-    except RecordsError as e:
-        assert str(e).startswith("f:1: ") and "\n" not in str(e), str(e)
-        return
-    assert isinstance(got, (FramedRecord, RawLine))
-    if isinstance(got, FramedRecord):
-        assert 0 <= got.partition < 2 and 0 <= got.offset <= limits.MAX_OFFSET
-        # a framed record frames back to the same record
-        again = records.read_line(records.encode_line(got.record("s")).encode(), "g:1", 2)
-        assert again == got
-
-
 @FUZZ
 @given(mutated([FRAMED, value(txn())]))
 def test_a_mutated_input_line_is_framed_raw_or_one_named_error(line: bytes) -> None:
@@ -99,16 +64,7 @@ def test_arbitrary_bytes_as_an_input_line_are_framed_raw_or_one_named_error(line
 @FUZZ
 @given(st.lists(st.one_of(mutated([FRAMED, value(txn())]), st.binary(max_size=40)), max_size=8))
 def test_a_hostile_input_file_is_read_whole_or_refused_with_one_named_line(chunks: list[bytes]) -> None:
-    reader = InputReader(2)
-    try:
-        reader.add_file("f", chunks)
-        framed = reader.framed()
-    except RecordsError as e:
-        assert str(e).startswith("f:") and "\n" not in str(e), str(e)
-        return
-    assert not (framed and reader.raw())  # one kind of line per file
-    keys = [(f.partition, f.offset) for f in framed]
-    assert keys == sorted(set(keys))
+    check_input_file(chunks)
 
 
 @FUZZ
@@ -122,13 +78,3 @@ def test_a_mutated_output_message_is_applied_or_stops_its_partition_with_a_diagn
 def test_arbitrary_output_bytes_are_applied_or_stop_the_partition_with_a_diagnostic(raw: bytes) -> None:
     check_view(raw)
 
-
-def check_view(raw: bytes) -> None:
-    view = ViewState(CFG)
-    d = view.apply(0, 0, raw)
-    assert d.effect in (Effect.STORED, Effect.PROTOCOL_ERROR), d
-    if d.effect is Effect.PROTOCOL_ERROR:
-        assert d.diagnostic and view.frontier(0) == 0 and view.stopped[0].startswith("offset 0: ")
-        assert view.apply(0, 0, ENVELOPES[0]).effect is Effect.STOPPED  # stopped until an operator acts
-    else:
-        assert view.frontier(0) == 1

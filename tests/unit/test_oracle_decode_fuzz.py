@@ -25,6 +25,8 @@ from amends_core.oracle.decode import (
     decode_many,
     decode_transaction,
 )
+from tests.fuzz import checks
+from tests.fuzz.checks import agree_key
 
 NAMES = ("txn_id", "revision", "kind", "stock_key", "valid_time", "qty", "source_time")
 
@@ -32,27 +34,11 @@ NAMES = ("txn_id", "revision", "kind", "stock_key", "valid_time", "qty", "source
 
 
 def agree(values: list[bytes]) -> None:
-    """Every value: both reject, or both accept with equal transactions."""
-    ours = decode_many(values)
-    assert len(ours) == len(values)
-    for raw, mine in zip(values, ours, strict=True):
-        theirs = wire.decode_transaction(raw)
-        if currently_in_test_context():
-            event("accepted" if isinstance(theirs, Transaction) else "rejected")
-        if isinstance(theirs, wire.DecodeError):
-            assert isinstance(mine, Malformed), (raw, theirs.message, mine)
-        else:
-            assert isinstance(mine, Transaction), (raw, mine)
-            assert mine == theirs, raw
-
-
-def agree_key(raw: bytes | None) -> None:
-    mine = decode_key(raw)
-    theirs = wire.decode_transport_key(raw)
-    if isinstance(theirs, wire.DecodeError):
-        assert isinstance(mine, Malformed), (raw, theirs.message)
-    else:
-        assert mine == theirs, raw
+    """Every value: both reject, or both accept with equal transactions (``tests.fuzz.checks``)."""
+    accepted = checks.agree(values)
+    if currently_in_test_context():
+        for ok in accepted:
+            event("accepted" if ok else "rejected")
 
 
 # ---------------------------------------------------------------- generators

@@ -13,17 +13,14 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from amends_core import fold
-from amends_core.ledger import Rejection, RejectReason, Transaction
+from amends_core.ledger import Rejection, RejectReason
 from amends_core.store.memory import MemoryStore
-from tests.builders import K1, config, record, txn, value
+from tests.builders import K1, record, txn
+from tests.fuzz.checks import CFG, KEY, VALID, outcome_is_coded
 
-CFG = config([(K1, 100, 60, 0)])
 EXAMPLES = int(os.environ.get("AMENDS_FUZZ_EXAMPLES", "400"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 
-VALID = value(txn())
-KEY = K1.transport_key()
 
 json_leaf = st.one_of(
     st.none(),
@@ -39,13 +36,6 @@ json_value = st.recursive(
 )
 FIELDS = ["txn_id", "revision", "kind", "stock_key", "valid_time", "qty", "source_time", "Qty", "extra"]
 
-
-def outcome_is_coded(raw: bytes, key: bytes | None = KEY) -> Transaction | Rejection:
-    out = fold.validate(CFG, record(raw, 0, key=key))
-    assert isinstance(out, (Transaction, Rejection))
-    if isinstance(out, Rejection):
-        assert out.reason in RejectReason
-    return out
 
 
 @st.composite
