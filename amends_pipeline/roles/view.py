@@ -92,7 +92,10 @@ class ViewPartition:
             recs = [(m.offset(), m.value() or b"") for m in self.reader.messages(p, frontier, end)]
             try:
                 decisions = self.store.apply(p, recs, start=frontier, end=end)
-            except CommitUnknown:
+            except CommitUnknown as e:
+                # The batch may or may not have landed: end the abandoned session (it
+                # holds the progress lock) and go on from the frontier as installed.
+                self.store.resolve_unknown(e)
                 decisions = []
             if recs or end >= wm.high:
                 break
