@@ -42,7 +42,7 @@ from amends_pipeline.kafka.realbroker import KAFKA_VERSION, RealBroker
 from amends_pipeline.kafka.topics import Writer
 from amends_pipeline.postgres.connection import dsn_from_env
 from amends_pipeline.postgres.migrate import scratch_schema
-from benchmarks.harness import Figure, figure
+from benchmarks.harness import Figure, RoleProcesses, figure
 
 AMENDS = str(Path(sys.executable).with_name("amends"))
 KEY = StockKey("LAT-ITEM", "DC-1")
@@ -115,33 +115,6 @@ def _broker(kind: str, tmp: Path) -> Iterator[tuple[str, dict[str, str]]]:
         real.stop()
 
 
-class _Roles:
-    def __init__(self, env: dict[str, str], cfg: Path, tmp: Path) -> None:
-        self.logs = {r: tmp / f"{r}.log" for r in ("worker", "relay", "view")}
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        for r, log in self.logs.items():
-            with open(log, "wb") as err:
-                self.procs[r] = subprocess.Popen(
-                    [AMENDS, "role", r, "--config", str(cfg), "--quiet", "--batch-size", str(BATCH)],
-                    env=env, stdout=subprocess.DEVNULL, stderr=err,
-                )
-
-    def check(self) -> None:
-        for r, p in self.procs.items():
-            if p.poll() is not None:
-                tail = self.logs[r].read_text(errors="replace")[-800:]
-                msg = f"the {r} role exited with {p.returncode} during the benchmark: {tail}"
-                raise RuntimeError(msg)
-
-    def stop(self) -> None:
-        for p in self.procs.values():
-            p.terminate()
-        for p in self.procs.values():
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(10)
 
 
 def _visible(conn: psycopg.Connection, i: int) -> bool:
@@ -168,14 +141,14 @@ def _measure(kind: str, samples: int, bulk: int, warmup: int) -> Measured:
                 [AMENDS, "provision", "--config", str(cfg_path), "--source-topic", SOURCE, "--output-topic", OUTPUT],
                 env=env, check=True, capture_output=True,
             )
-            roles = _Roles(env, cfg_path, tmp)
+            roles = RoleProcesses(env, cfg_path, tmp, BATCH)
             try:
                 return _drive(bootstrap, dsn, schema, roles, samples, bulk, warmup)
             finally:
                 roles.stop()
 
 
-def _drive(bootstrap: str, dsn: str, schema: str, roles: _Roles, samples: int, bulk: int, warmup: int) -> Measured:
+def _drive(bootstrap: str, dsn: str, schema: str, roles: RoleProcesses, samples: int, bulk: int, warmup: int) -> Measured:
     """Both measurements; the producer is gone when this returns (before the broker stops)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
@@ -185,7 +158,7 @@ def _drive(bootstrap: str, dsn: str, schema: str, roles: _Roles, samples: int, b
     return Measured(lat, bulk, *stages)
 
 
-def _latency(w: Writer, conn: psycopg.Connection, roles: _Roles, samples: int, warmup: int) -> list[float]:
+def _latency(w: Writer, conn: psycopg.Connection, roles: RoleProcesses, samples: int, warmup: int) -> list[float]:
     lat: list[float] = []
     for i in range(samples + warmup):
         w.produce(SOURCE, 0, value(i), KEY.transport_key())
@@ -202,7 +175,7 @@ def _latency(w: Writer, conn: psycopg.Connection, roles: _Roles, samples: int, w
     return lat
 
 
-def _bulk(w: Writer, conn: psycopg.Connection, roles: _Roles, start: int, bulk: int) -> tuple[float, float, float]:
+def _bulk(w: Writer, conn: psycopg.Connection, roles: RoleProcesses, start: int, bulk: int) -> tuple[float, float, float]:
     w.delivered.clear()
     t0 = time.perf_counter()
     for i in range(start, start + bulk):

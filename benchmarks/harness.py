@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import platform
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -163,3 +165,38 @@ def merge_report(
     updates = [u for u in doc.get("updates", []) if not set(u["groups"]) <= set(groups)]
     updates.append({"started": started, "groups": groups, "command": command})
     return merged, doc["started"], updates
+
+
+class RoleProcesses:
+    """The three long-running roles (``amends role worker|relay|view``) as processes of a
+    benchmark, stderr to one log file each."""
+
+    def __init__(self, env: dict[str, str], cfg: Path, tmp: Path, batch: int) -> None:
+        amends = str(Path(sys.executable).with_name("amends"))
+        self.logs = {r: tmp / f"{r}.log" for r in ("worker", "relay", "view")}
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        for r, path in self.logs.items():
+            with open(path, "wb") as err:
+                self.procs[r] = subprocess.Popen(
+                    [amends, "role", r, "--config", str(cfg), "--quiet", "--batch-size", str(batch)],
+                    env=env, stdout=subprocess.DEVNULL, stderr=err,
+                )
+
+    def check(self) -> None:
+        """RuntimeError naming the role and its last log lines if one has exited."""
+        for r, p in self.procs.items():
+            if p.poll() is not None:
+                tail = self.logs[r].read_text(errors="replace")[-800:]
+                msg = f"the {r} role exited with {p.returncode} during the benchmark: {tail}"
+                raise RuntimeError(msg)
+
+    def stop(self) -> None:
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.terminate()
+        for p in self.procs.values():
+            try:
+                p.wait(120)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(10)

@@ -72,6 +72,13 @@ def _dagster(a: argparse.Namespace) -> list[Figure]:
     return b.run(samples=12, role_samples=30)
 
 
+def _verify_memory(a: argparse.Namespace) -> list[Figure]:
+    from benchmarks import verify_memory_bench as b
+
+    records = b.TINY_RECORDS if a.tiny else a.verify_records
+    return b.run(records=records, baseline=a.baseline_checkout, runs=1)
+
+
 SUITES: dict[str, Suite] = {
     "core": _core,
     "durable": _durable,
@@ -81,6 +88,8 @@ SUITES: dict[str, Suite] = {
     "end-to-end": _e2e,
     "dagster": _dagster,
 }
+OPT_IN: dict[str, Suite] = {"verify-memory": _verify_memory}
+"""Long suites that run only when named with --only (never in the default run)."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -89,11 +98,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runs-slow", type=int, default=3, help="runs per figure of the slower suites")
     p.add_argument("--oracle-records", type=int, nargs="+", default=[1_000_000, 10_000_000], metavar="N")
     p.add_argument(
-        "--only", action="append", choices=sorted(SUITES),
+        "--only", action="append", choices=sorted(SUITES | OPT_IN),
         help="run only these suites (repeatable); their groups replace the same groups of an existing"
         " report at --out, every other figure there is kept",
     )
     p.add_argument("--core-days", type=int, nargs="+", default=[1_000, 10_000, 100_000], metavar="N")
+    p.add_argument("--verify-records", type=int, default=5_000_000, metavar="N",
+                   help="verify-memory (opt-in, --only): source records to verify")
+    p.add_argument("--baseline-checkout", type=Path, default=None, metavar="PATH",
+                   help="verify-memory: also measure the verify of this checkout (e.g. 9aee8a1)")
     p.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"), help="markdown report path")
 
 
@@ -103,7 +116,7 @@ def execute(a: argparse.Namespace) -> int:
     figures: list[Figure] = []
     t0 = time.perf_counter()
     for name in tqdm(names, desc="benchmarks", unit="suite", file=sys.stderr):
-        figures += SUITES[name](a)
+        figures += (SUITES | OPT_IN)[name](a)
     out = Path(a.out)
     js = out.with_suffix(".json")
     if a.only and js.exists():
