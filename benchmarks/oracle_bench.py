@@ -126,7 +126,7 @@ def generate(
             ident = live[rng.randrange(len(live))]
             ident[1] += 1
             kind, qty = "CANCEL", 0
-        elif roll < 0.145 and by_partition[0]:  # re-delivery of an earlier record
+        elif roll < 0.145 and by_partition[0] and live:  # re-delivery of an earlier record
             p = rng.randrange(partitions)
             if by_partition[p]:
                 old = by_partition[p][rng.randrange(len(by_partition[p]))]
