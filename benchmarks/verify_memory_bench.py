@@ -162,6 +162,12 @@ def produce(bootstrap: str, records: int, keys: int, partitions: int, cfg_path: 
 
 
 
+def _outbox_rows(conn: psycopg.Connection[Any]) -> int:
+    """Outbox rows written so far, over every partition."""
+    row = conn.execute("SELECT coalesce(sum(last_sequence), 0) FROM partitions").fetchone()
+    return int(row[0]) if row else 0
+
+
 @dataclass(frozen=True)
 class Processed:
     complete: bool
@@ -206,15 +212,18 @@ def process(
                 done_worker = len(frontier) == partitions and all(
                     frontier[p] >= source_end[p] for p in range(partitions)
                 )
-                done_relay = done_worker and all(r[3] >= r[2] for r in rows)
+                done_relay = done_worker and all(int(r[3]) >= int(r[2]) for r in rows)
                 if done_worker and worker_s is None:
                     worker_s = now
                     log(f"worker reached the source end after {now:.0f}s")
-                view_front = dict(conn.execute("SELECT partition, next_offset FROM view_progress").fetchall())
+                view_front: dict[int, int] = {
+                    int(r[0]): int(r[1])
+                    for r in conn.execute("SELECT partition, next_offset FROM view_progress").fetchall()
+                }
                 if done_relay:
                     out_end = _ends(bootstrap, OUTPUT, partitions)
                     if all(view_front.get(p, 0) >= out_end[p] for p in range(partitions)):
-                        sent = int(conn.execute("SELECT coalesce(sum(last_sequence), 0) FROM partitions").fetchone()[0])
+                        sent = _outbox_rows(conn)
                         log(f"complete boundary after {now:.0f}s ({sent:,} outbox rows)")
                         ends = sum(source_end.values())
                         return Processed(True, now, worker_s, sent, ends, ends, tuple(loads))
@@ -229,7 +238,7 @@ def process(
                         f" view at {sum(int(v) for v in view_front.values()):,}; load {os.getloadavg()[0]:.1f}"
                     )
                 if now > timeout:
-                    sent = int(conn.execute("SELECT coalesce(sum(last_sequence), 0) FROM partitions").fetchone()[0])
+                    sent = _outbox_rows(conn)
                     log(f"processing did not complete within {timeout:.0f}s; measuring verify anyway")
                     return Processed(
                         False, now, worker_s, sent, sum(frontier.values()), sum(source_end.values()), tuple(loads)
