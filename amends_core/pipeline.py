@@ -11,8 +11,9 @@ import bisect
 from collections.abc import Iterable
 
 from amends_core.ledger import Config, Record
+from amends_core.ports import OutboxRow, Token
 from amends_core.result import ComputeResult, RejectionRef
-from amends_core.store.memory import MemoryStore, OutboxRow, Token
+from amends_core.store.memory import MemoryStore
 from amends_core.view import ViewState
 
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 import base64
 import enum
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -707,6 +707,46 @@ def verify(
     )
 
 
+# ---------------------------------------------------------------- the boundary rule
+
+
+def partition_reasons(
+    partition: int,
+    *,
+    worker_frontier: int,
+    source_end: int,
+    pending: int,
+    view_frontier: int,
+    output_end: int,
+) -> list[str]:
+    """Why one partition is not at a complete boundary (nothing: it is).
+
+    The rule every verifier applies: the worker frontier equals the source end
+    H, no outbox row is pending and the view frontier equals the output end O.
+    Each verifier adds what only it can see (retention, a running relay).
+    """
+    p = partition
+    reasons = []
+    if worker_frontier != source_end:
+        reasons.append(f"source partition {p}: worker frontier {worker_frontier}, source end {source_end}")
+    if pending:
+        reasons.append(
+            f"partition {p}: {pending} outbox rows not yet published (not yet acknowledged by a relay)"
+        )
+    if view_frontier != output_end:
+        reasons.append(f"output partition {p}: view frontier {view_frontier}, output end {output_end}")
+    return reasons
+
+
+def run_oracle(compute: Callable[[], OracleResult]) -> OracleResult | BaseException:
+    """The oracle's result, or the exception it raised: an oracle failure is an ERROR report
+    (``verify`` takes either), never an exception past verification."""
+    try:
+        return compute()
+    except Exception as e:
+        return e
+
+
 # ---------------------------------------------------------------- memory model
 
 
@@ -720,19 +760,14 @@ def memory_boundary(pipe: MemoryPipeline) -> Boundary:
     reasons: list[str] = []
     for p in range(pipe.cfg.partitions):
         log = pipe.source.get(p, [])
-        end = log[-1].coords.offset + 1 if log else 0
-        if pipe.store.frontier(p) != end:
-            reasons.append(
-                f"partition {p}: worker frontier {pipe.store.frontier(p)}, source end {end}"
-            )
-        pending = pipe.store.pending_count(p)
-        if pending:
-            reasons.append(f"partition {p}: {pending} outbox rows not yet published")
-        out_end = len(pipe.output.get(p, []))
-        if pipe.view.frontier(p) != out_end:
-            reasons.append(
-                f"partition {p}: view frontier {pipe.view.frontier(p)}, output end {out_end}"
-            )
+        reasons += partition_reasons(
+            p,
+            worker_frontier=pipe.store.frontier(p),
+            source_end=log[-1].coords.offset + 1 if log else 0,
+            pending=pipe.store.pending_count(p),
+            view_frontier=pipe.view.frontier(p),
+            output_end=len(pipe.output.get(p, [])),
+        )
     return Boundary(
         complete=not reasons,
         reasons=tuple(reasons),
@@ -742,14 +777,9 @@ def memory_boundary(pipe: MemoryPipeline) -> Boundary:
 
 def verify_memory(pipe: MemoryPipeline) -> Report:
     """Run the oracle over the pipeline's source and verify its view at its boundary."""
-    oracle: OracleResult | BaseException
-    try:
-        oracle = oracle_compute(pipe.cfg, pipe.source)
-    except Exception as e:  # any oracle failure is reported as ERROR, never raised past here
-        oracle = e
     return verify(
         pipe.cfg,
-        oracle,
+        run_oracle(lambda: oracle_compute(pipe.cfg, pipe.source)),
         pipe.view.rows,
         pipe.store.rejections,
         pipe.store.conflicts(),
@@ -771,7 +801,9 @@ __all__ = [
     "VerifyStatus",
     "expectation_difference",
     "memory_boundary",
+    "partition_reasons",
     "printable",
+    "run_oracle",
     "verify",
     "verify_memory",
 ]

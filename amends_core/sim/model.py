@@ -42,8 +42,9 @@ from amends_core import oracle as oracle_mod
 from amends_core import verify
 from amends_core.errors import FenceError, OperationError
 from amends_core.ledger import CloseOutOfRange, Config, Envelope, Record
+from amends_core.ports import Token
 from amends_core.sim.retry import Gate, RetryBook
-from amends_core.store.memory import Decision, MemoryStore, Token
+from amends_core.store.memory import Decision, MemoryStore
 from amends_core.view import Effect, ViewState
 
 
@@ -541,19 +542,14 @@ class Model:
                     f"partition {p}: source retained only from offset {self.retained[p]},"
                     " the required prefix starts at 0"
                 )
-            end = self.source_end(p)
-            if self.store.frontier(p) != end:
-                reasons.append(
-                    f"partition {p}: worker frontier {self.store.frontier(p)}, source end {end}"
-                )
-            pending = self.store.pending_count(p)
-            if pending:
-                reasons.append(f"partition {p}: {pending} outbox rows not yet acknowledged")
-            out_end = len(self.output[p])
-            if self.view.frontier(p) != out_end:
-                reasons.append(
-                    f"partition {p}: view frontier {self.view.frontier(p)}, output end {out_end}"
-                )
+            reasons += verify.partition_reasons(
+                p,
+                worker_frontier=self.store.frontier(p),
+                source_end=self.source_end(p),
+                pending=self.store.pending_count(p),
+                view_frontier=self.view.frontier(p),
+                output_end=len(self.output[p]),
+            )
         return verify.Boundary(
             complete=not reasons,
             reasons=tuple(reasons),
@@ -562,14 +558,10 @@ class Model:
 
     def check(self) -> verify.Report:
         """Compare the oracle over the whole declared source with the view."""
-        result: oracle_mod.OracleResult | BaseException
-        try:
-            result = self.oracle_at([self.source_end(p) for p in range(self.cfg.partitions)])
-        except Exception as e:  # reported as ERROR by verify
-            result = e
+        ends = [self.source_end(p) for p in range(self.cfg.partitions)]
         return verify.verify(
             self.cfg,
-            result,
+            verify.run_oracle(lambda: self.oracle_at(ends)),
             self.view.rows,
             self.store.rejections,
             self.store.conflicts(),

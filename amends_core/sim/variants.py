@@ -12,10 +12,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from amends_core import fold, process
-from amends_core.ledger import Config, Envelope, Record, Transaction
+from amends_core.ledger import Config, Envelope, OutputID, Record, Transaction
 from amends_core.oracle import OracleResult
+from amends_core.ports import OutboxRow, Token
 from amends_core.sim.model import Model, Observation, Outcome
-from amends_core.store.memory import Decision, MemoryStore, OutboxRow, Token
+from amends_core.store.memory import Decision, MemoryStore
 from amends_core.view import Effect, ViewDecision, ViewState
 
 # ---------------------------------------------------------------- stores
@@ -34,12 +35,9 @@ class _ViewDiffStore(MemoryStore):
 
     view: ViewState | None = None
 
-    def prepare(self, token: Token, expected_next: int, record: Record) -> Decision:
-        self._guard(token, expected_next)
-        self._check_coords(token, expected_next, record)
+    def _latest(self, output_id: OutputID) -> Envelope | None:
         assert self.view is not None
-        out = process.decide(self.cfg, record, self.keys.__getitem__, self.view.rows.get)
-        return Decision(token, expected_next, record, out)
+        return self.view.rows.get(output_id)
 
 
 class _NoWithdrawalStore(MemoryStore):

@@ -13,14 +13,9 @@ import copy
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from amends_core import fold, process
-from amends_core.errors import (
-    FenceError,
-    FrontierMismatch,
-    OutboxOrderError,
-    ReplayMismatch,
-    SourceMismatch,
-)
+from amends_core import fold, preflight, process
+from amends_core.errors import OutboxOrderError, SourceMismatch
+from amends_core.fence import check_coordinates, guard
 from amends_core.ledger import (
     Config,
     Conflict,
@@ -31,16 +26,9 @@ from amends_core.ledger import (
     Rejection,
     StockKey,
 )
+from amends_core.ports import OutboxRow, Token
 
-
-@dataclass(frozen=True, slots=True)
-class Token:
-    """Proof of ownership of one partition at one epoch."""
-
-    namespace: str
-    digest: str
-    partition: int
-    epoch: int
+__all__ = ["Decision", "MemoryStore", "OutboxRow", "PartitionState", "Token"]
 
 
 @dataclass(slots=True)
@@ -54,13 +42,6 @@ class PartitionState:
     """Number of leading outbox rows acknowledged (rows are 1-based by sequence)."""
     claimant: str | None = None
     """Nonce of the claim that installed ``epoch`` (None: none given, never adopted)."""
-
-
-@dataclass(frozen=True, slots=True)
-class OutboxRow:
-    partition: int
-    sequence: int
-    envelope: Envelope
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,38 +113,27 @@ class MemoryStore:
         return self._partition(partition).next
 
     def _guard(self, token: Token, expected_next: int) -> PartitionState:
-        if token.namespace != self.cfg.namespace or token.digest != self.cfg.digest():
-            msg = "token belongs to another namespace or configuration"
-            raise FenceError(msg)
         ps = self._partition(token.partition)
-        if token.epoch != ps.epoch:
-            msg = f"epoch {token.epoch} was replaced by {ps.epoch} on partition {token.partition}"
-            raise FenceError(msg)
-        if expected_next != ps.next:
-            msg = f"expected frontier {expected_next}, installed {ps.next}"
-            raise FrontierMismatch(msg)
+        guard(
+            token, namespace=self.cfg.namespace, digest=self.cfg.digest(), epoch=ps.epoch,
+            installed=ps.next, expected_next=expected_next,
+        )
         return ps
 
     # ------------------------------------------------------------ processing
 
-    def _check_coords(self, token: Token, expected_next: int, record: Record) -> None:
-        c = record.coords
-        if c.source != self.cfg.source_incarnation:
-            msg = f"record from source {c.source!r}, expected {self.cfg.source_incarnation!r}"
-            raise SourceMismatch(msg)
-        if c.partition != token.partition:
-            msg = f"record from partition {c.partition} offered to owner of {token.partition}"
-            raise SourceMismatch(msg)
-        if c.offset < expected_next:
-            msg = f"record offset {c.offset} is below the frontier {expected_next}"
-            raise SourceMismatch(msg)
-
     def prepare(self, token: Token, expected_next: int, record: Record) -> Decision:
         """Guarded, isolated decision; installed state is not modified."""
         self._guard(token, expected_next)
-        self._check_coords(token, expected_next, record)
-        outcome = process.decide(self.cfg, record, self.keys.__getitem__, self.outputs.get)
+        check_coordinates(
+            record, source=self.cfg.source_incarnation, partition=token.partition, frontier=expected_next
+        )
+        outcome = process.decide(self.cfg, record, self.keys.__getitem__, self._latest)
         return Decision(token, expected_next, record, outcome)
+
+    def _latest(self, output_id: OutputID) -> Envelope | None:
+        """The committed output a decision diffs against (its latest envelope)."""
+        return self.outputs.get(output_id)
 
     def commit(self, decision: Decision) -> list[OutboxRow]:
         """Re-check the guard, then install state or quarantine, outbox and frontier."""
@@ -234,24 +204,14 @@ class MemoryStore:
         rejection and reason. Raises ReplayMismatch otherwise.
         """
         c = record.coords
-        if c.source != self.cfg.source_incarnation or c.offset >= self.frontier(c.partition):
-            msg = f"offset {c.offset} of partition {c.partition} has not been consumed"
-            raise ReplayMismatch(msg)
-        out = process.decide(self.cfg, record, self.keys.__getitem__, self.outputs.get)
-        if isinstance(out, process.Rejected):
-            if out.rejection not in self.rejections:
-                msg = f"no matching quarantine record at {c.partition}/{c.offset}"
-                raise ReplayMismatch(msg)
-            return
-        d = out.delta
-        ident = self.keys[d.key].identities.get(d.txn.txn_id)
-        group = ident.revisions.get(d.txn.revision, []) if ident else []
-        if d.duplicate_of is None or c not in group[d.duplicate_of].sources:
-            msg = f"no matching evidence at {c.partition}/{c.offset}"
-            raise ReplayMismatch(msg)
-        if out.envelopes:
-            msg = f"replaying {c.partition}/{c.offset} would emit {len(out.envelopes)} envelopes"
-            raise ReplayMismatch(msg)
+        ps = self.partitions.get(c.partition)
+        preflight.check_replayed(
+            self.cfg, record,
+            frontier=None if ps is None else ps.next,
+            state_of=self.keys.__getitem__,
+            latest=self.outputs.get,
+            held_rejection=lambda: next((r for r in self.rejections if r.record.coords == c), None),
+        )
 
     def replay(self, partition: int, records: Iterable[Record]) -> Token:
         """Check a consumed interval against intact state, then claim a new epoch.
@@ -259,9 +219,6 @@ class MemoryStore:
         Preflight happens before the claim, so a failing replay leaves ownership
         untouched. Frontier, evidence and output versions never change.
         """
-        for r in records:
-            if r.coords.partition != partition:
-                msg = f"record of partition {r.coords.partition} in a replay of {partition}"
-                raise ReplayMismatch(msg)
+        for r in preflight.check_one_partition(partition, records):
             self.check_replay(r)
         return self.claim(partition)

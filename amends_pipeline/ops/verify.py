@@ -42,9 +42,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from amends_core.ledger import Record
+from amends_core.oracle import OracleResult
 from amends_core.oracle import compute as oracle_compute
 from amends_core.oracle.compute import compute_by_partition
-from amends_core.verify import Boundary, OperationStop, OperatorSkip, Report, verify
+from amends_core.verify import (
+    Boundary,
+    OperationStop,
+    OperatorSkip,
+    Report,
+    partition_reasons,
+    run_oracle,
+    verify,
+)
 from amends_pipeline.kafka.topics import OffsetLost, Reader
 from amends_pipeline.manifest import IncarnationMismatch, Manifest, check_source
 from amends_pipeline.ops.skip import skip_command
@@ -146,24 +155,22 @@ def verify_namespace(rt: Runtime, config: str = "CONFIG.json") -> Report:
             view = vstore.snapshot()
             for p in range(cfg.partitions):
                 eff = m.needed(p, snap.frontier(p))
-                if eff != ends.source[p]:
-                    reasons.append(
-                        f"source partition {p}: worker frontier {eff}, source end {ends.source[p]}"
-                    )
+                pend = len(snap.pending(p))
+                reasons += partition_reasons(
+                    p,
+                    worker_frontier=eff,
+                    source_end=ends.source[p],
+                    pending=pend,
+                    view_frontier=view.frontier(p),
+                    output_end=ends.output[p],
+                )
                 if eff < wms[p].low:
                     reasons.append(
                         f"source partition {p}: offsets {eff}..{wms[p].low - 1} were removed before"
                         " the worker read them"
                     )
-                pend = len(snap.pending(p))
-                if pend:
-                    reasons.append(f"partition {p}: {pend} outbox rows not yet published")
                 if pend and relay_running(rt, p):
                     reasons.append(f"partition {p}: a relay is running; stop or drain it first")
-                if view.frontier(p) != ends.output[p]:
-                    reasons.append(
-                        f"output partition {p}: view frontier {view.frontier(p)}, output end {ends.output[p]}"
-                    )
             lost: list[str] = []
 
             def read(p: int) -> list[Record]:
@@ -172,16 +179,17 @@ def verify_namespace(rt: Runtime, config: str = "CONFIG.json") -> Report:
                 lost.extend(lost_records(store, {p: recs}, {p: ends.source[p]}))
                 return without_skips({p: recs}, snap.skips)[p]
 
-            oracle: object
-            try:
-                oracle = compute_by_partition(cfg, read)
-            except OffsetLost as e:
-                reasons.append(f"retention removed records while verification read them: {e}")
-                nothing: dict[int, list[Record]] = {p: [] for p in range(cfg.partitions)}
-                lost = lost_records(store, nothing, ends.source)
-                oracle = oracle_compute(cfg, nothing)
-            except Exception as e:  # every oracle failure is an ERROR report, never a crash
-                oracle = e
+            def recompute() -> OracleResult:
+                nonlocal lost
+                try:
+                    return compute_by_partition(cfg, read)
+                except OffsetLost as e:
+                    reasons.append(f"retention removed records while verification read them: {e}")
+                    nothing: dict[int, list[Record]] = {p: [] for p in range(cfg.partitions)}
+                    lost = lost_records(store, nothing, ends.source)
+                    return oracle_compute(cfg, nothing)
+
+            oracle = run_oracle(recompute)
             reasons += lost
     boundary = Boundary(
         complete=not reasons,
@@ -189,7 +197,7 @@ def verify_namespace(rt: Runtime, config: str = "CONFIG.json") -> Report:
         digests=(("store", store.digest), ("view", view.cfg.digest()), ("manifest", m.config_digest)),
     )
     return verify(
-        cfg, oracle, view.rows, list(snap.rejections), snap.conflicts(), boundary,  # type: ignore[arg-type]
+        cfg, oracle, view.rows, list(snap.rejections), snap.conflicts(), boundary,
         stopped=view.stopped,
         skips=audited_skips(snap.skips),
         stops=operation_stops(snap.stops, config),

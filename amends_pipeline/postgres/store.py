@@ -43,14 +43,14 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from amends_core import diff, fold, process, wire
+from amends_core import diff, fence, fold, preflight, process, wire
 from amends_core.errors import (
     FenceError,
     FrontierMismatch,
     OutboxOrderError,
-    ReplayMismatch,
     SourceMismatch,
 )
+from amends_core.fence import check_coordinates
 from amends_core.ledger import (
     INT64_MAX,
     CloseOutOfRange,
@@ -66,7 +66,7 @@ from amends_core.ledger import (
     RejectReason,
     StockKey,
 )
-from amends_core.store.memory import OutboxRow, Token
+from amends_core.ports import OutboxRow, Token
 from amends_pipeline.postgres import codec
 from amends_pipeline.postgres import migrate as migrations
 from amends_pipeline.postgres.connection import DEFAULT_SCHEMA, Database
@@ -281,29 +281,14 @@ def same_configuration(cfg: Config, registered: str, digest: str) -> None:
 
 
 def guard_ownership(
-    partition: int,
-    token: Token,
-    expected_next: int,
-    digests: tuple[str, str],
-    epoch: int,
-    installed: int,
+    cfg: Config, token: Token, expected_next: int, registered: str, epoch: int, installed: int
 ) -> None:
-    """The fence every write of a partition passes, on its locked row.
-
-    ``digests`` is (registered, ours); FenceError when the token is for another
-    namespace or configuration or its epoch was replaced, FrontierMismatch when
-    the installed frontier is not the one the writer expects.
-    """
-    registered, ours = digests
-    if registered != ours:
-        msg = "token belongs to another namespace or configuration"
-        raise FenceError(msg)
-    if token.epoch != epoch:
-        msg = f"epoch {token.epoch} was replaced by {epoch} on partition {partition}"
-        raise FenceError(msg)
-    if installed != expected_next:
-        msg = f"expected frontier {expected_next}, installed {installed}"
-        raise FrontierMismatch(msg)
+    """The fence every write of a partition passes, on its locked row (``fence.guard`` with
+    the namespace's registered digest, epoch and frontier)."""
+    fence.guard(
+        token, namespace=cfg.namespace, digest=registered, epoch=epoch, installed=installed,
+        expected_next=expected_next,
+    )
 
 
 def lookup_namespace(db: Database, cfg: Config) -> tuple[int, dict[StockKey, int]]:
@@ -810,7 +795,7 @@ class PgStore:
             row = conn.execute(_LOCK_PARTITION, (self.ns_id, p)).fetchone()
             assert row is not None
             epoch, installed, _, _, registered = row
-            guard_ownership(p, token, expected_next, (registered, self.digest), epoch, installed)
+            guard_ownership(self.cfg, token, expected_next, registered, epoch, installed)
             at = conn.execute(
                 "INSERT INTO operator_skips (ns_id, partition, src_offset, source, raw_value,"
                 " raw_key, value_sha256, value_size, error, reason, operator, epoch,"
@@ -1163,12 +1148,7 @@ class PgStore:
         The preflight happens before the claim, so a failing replay leaves
         ownership untouched. Frontier, evidence and output versions never change.
         """
-        recs = list(records)
-        for r in recs:
-            if r.coords.partition != partition:
-                msg = f"record of partition {r.coords.partition} in a replay of {partition}"
-                raise ReplayMismatch(msg)
-        self._check_replay_all(recs)
+        self._check_replay_all(preflight.check_one_partition(partition, records))
         return self.claim(partition)
 
     def consumed_offsets(self, partition: int, below: int) -> list[int]:
@@ -1207,55 +1187,33 @@ class PgStore:
             skipped = {(s.partition, s.offset): s.value_sha256 for s in self._read_skips(conn)}
             for record in records:
                 c = record.coords
-                if (
-                    c.source != self.cfg.source_incarnation
-                    or c.partition not in fronts
-                    or c.offset >= fronts[c.partition]
-                ):
-                    msg = f"offset {c.offset} of partition {c.partition} has not been consumed"
-                    raise ReplayMismatch(msg)
-                held_skip = skipped.get((c.partition, c.offset))
-                if held_skip is not None:  # an operator skip: the same bytes, never applied
-                    if hashlib.sha256(record.value).hexdigest() != held_skip:
-                        msg = f"the operator-skipped record at {c.partition}/{c.offset} has other bytes"
-                        raise ReplayMismatch(msg)
-                    continue
-                out = process.decide(self.cfg, record, state_of, cache.outputs.get)
-                if isinstance(out, process.Rejected):
-                    row = conn.execute(
-                        "SELECT source, raw_value, raw_key, reason FROM quarantine"
-                        " WHERE ns_id = %s AND partition = %s AND src_offset = %s",
-                        (self.ns_id, c.partition, c.offset),
-                    ).fetchone()
-                    held = (
-                        None
-                        if row is None
-                        else Rejection(
-                            Record(
-                                bytes(row[1]),
-                                None if row[2] is None else bytes(row[2]),
-                                Coordinates(row[0], c.partition, c.offset),
-                                row[3] == _RESERVED,
-                            ),
-                            RejectReason(row[3]),
-                        )
-                    )
-                    if held != out.rejection:
-                        msg = f"no matching quarantine record at {c.partition}/{c.offset}"
-                        raise ReplayMismatch(msg)
-                    continue
-                d = out.delta
-                ident = cache.keys[d.key].identities.get(d.txn.txn_id)
-                group = ident.revisions.get(d.txn.revision, []) if ident else []
-                if d.duplicate_of is None or c not in group[d.duplicate_of].sources:
-                    msg = f"no matching evidence at {c.partition}/{c.offset}"
-                    raise ReplayMismatch(msg)
-                if out.envelopes:
-                    msg = (
-                        f"replaying {c.partition}/{c.offset} would emit"
-                        f" {len(out.envelopes)} envelopes"
-                    )
-                    raise ReplayMismatch(msg)
+                preflight.check_replayed(
+                    self.cfg, record,
+                    frontier=fronts.get(c.partition),
+                    state_of=state_of,
+                    latest=cache.outputs.get,
+                    held_rejection=lambda c=c, conn=conn: self._held_rejection(conn, c),
+                    skipped_sha256=skipped.get((c.partition, c.offset)),
+                )
+
+    def _held_rejection(self, conn: Any, c: Coordinates) -> Rejection | None:
+        """The quarantined record at ``c`` (its partition and offset), if any."""
+        row = conn.execute(
+            "SELECT source, raw_value, raw_key, reason FROM quarantine"
+            " WHERE ns_id = %s AND partition = %s AND src_offset = %s",
+            (self.ns_id, c.partition, c.offset),
+        ).fetchone()
+        if row is None:
+            return None
+        return Rejection(
+            Record(
+                bytes(row[1]),
+                None if row[2] is None else bytes(row[2]),
+                Coordinates(row[0], c.partition, c.offset),
+                row[3] == _RESERVED,
+            ),
+            RejectReason(row[3]),
+        )
 
 
 # ---------------------------------------------------------------- the transaction
@@ -1301,7 +1259,7 @@ class ProcessingTx:
         assert row is not None
         epoch, installed, last_sequence, batches, digest = row
         try:
-            guard_ownership(p, token, expected_next, (digest, store.digest), epoch, installed)
+            guard_ownership(store.cfg, token, expected_next, digest, epoch, installed)
         except BaseException:
             self._abort()
             raise
@@ -1407,15 +1365,7 @@ class ProcessingTx:
         Rejected = process.Rejected
         for r in records:
             c = r.coords
-            if c.source != src:
-                msg = f"record from source {c.source!r}, expected {src!r}"
-                raise SourceMismatch(msg)
-            if c.partition != p:
-                msg = f"record from partition {c.partition} offered to owner of {p}"
-                raise SourceMismatch(msg)
-            if c.offset < self.next:
-                msg = f"record offset {c.offset} is below the frontier {self.next}"
-                raise SourceMismatch(msg)
+            check_coordinates(r, source=src, partition=p, frontier=self.next)
             try:
                 out = decide(cfg, r, state_of, latest)
             except (CloseOutOfRange, diff.OutputOperationError) as e:

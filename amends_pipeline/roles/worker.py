@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 
 from amends_core.ledger import Record
-from amends_core.store.memory import Token
+from amends_core.ports import Token
 from amends_pipeline.kafka.topics import OffsetLost, Reader, to_record
 from amends_pipeline.manifest import Manifest, SourceLost, check_range, check_source
 from amends_pipeline.postgres.errors import BatchAborted, CommitUnknown, StoreUnavailable
