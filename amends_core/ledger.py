@@ -272,9 +272,6 @@ class Config:
     def key_config(self, key: StockKey) -> KeyConfig | None:
         return self._index.get(key)
 
-    def keys_of_partition(self, partition: int) -> tuple[KeyConfig, ...]:
-        return tuple(kc for kc in self.keys if kc.partition == partition)
-
     def normalised(self) -> dict[str, Any]:
         """The configuration as canonical JSON data: UTC origin, keys sorted."""
         return {
@@ -454,11 +451,6 @@ class Envelope:
     def to_bytes(self) -> bytes:
         """The exact bytes that are stored in the outbox and published."""
         return compact_json(self.to_json()).encode("utf-8")
-
-
-def payload_equal(a: Payload | None, b: Payload | None) -> bool:
-    """Semantic equality used to decide whether a new version is needed."""
-    return a == b
 
 
 @dataclass(frozen=True, slots=True)

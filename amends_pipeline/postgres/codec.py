@@ -46,15 +46,6 @@ CODE_FAMILY: dict[int, Family] = {v: k for k, v in FAMILY_CODE.items()}
 WITHDRAWN = Payload(present=False)
 
 
-def split_instant(ns: int) -> tuple[int, int]:
-    """(day, nanoseconds of day) with 0 <= nanoseconds < one day."""
-    return divmod(ns, NS_PER_DAY)
-
-
-def join_instant(day: int, nod: int) -> int:
-    return day * NS_PER_DAY + nod
-
-
 # ---------------------------------------------------------------- evidence
 
 

@@ -1,15 +1,12 @@
 """The PostgreSQL adapter's exceptions, and the one place psycopg errors become them.
 
 Every psycopg exception raised inside this package passes through ``translate``
-(usually via the ``translated`` context manager), so callers only ever see our
+(in ``Database.transaction`` and the session set-up), so callers only ever see our
 types: a one-line message naming what was being done and where, never a
 driver traceback. The original error stays attached as ``__cause__``.
 """
 
 from __future__ import annotations
-
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import psycopg
 from psycopg import errors as pgerr
@@ -185,12 +182,3 @@ def translate(e: psycopg.Error, where: str, *, committing: bool = False) -> Stor
     if isinstance(e, psycopg.OperationalError):
         return StoreUnavailable(f"{where}: {primary_message(e)}")
     return StoreError(f"{where}: {primary_message(e)}")
-
-
-@contextmanager
-def translated(where: str) -> Iterator[None]:
-    """Re-raise any psycopg error raised inside the block as our own type."""
-    try:
-        yield
-    except psycopg.Error as e:
-        raise translate(e, where) from e

@@ -25,7 +25,7 @@ discard them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -351,22 +351,6 @@ class PgViewStore:
     def projections(self) -> dict[StockKey, Projection]:
         """Visible per-key projection (withdrawals hidden) from a consistent snapshot."""
         return self.snapshot().projections()
-
-    def rows_of(self, keys: Sequence[StockKey]) -> list[bytes]:
-        """Stored envelope bytes of the given keys (for inspection tools)."""
-        items = [k.item for k in keys]
-        locs = [k.location for k in keys]
-        with self.db.transaction(self._label("reading rows"), snapshot=True) as conn:
-            return [
-                bytes(r[0])
-                for r in conn.execute(
-                    "SELECT v.envelope FROM view_rows v"
-                    " JOIN unnest(%s::text[], %s::text[]) AS u(i, l)"
-                    " ON v.item = u.i AND v.location = u.l"
-                    " WHERE v.ns_id = %s ORDER BY v.output_id",
-                    (items, locs, self.ns_id),
-                )
-            ]
 
 
 __all__ = ["PgViewStore", "ViewRebuilt"]
