@@ -49,7 +49,7 @@ test-unit: venv
 
 lint: venv
 	$(VENV)/bin/ruff check amends_core amends_pipeline tests benchmarks
-	$(VENV)/bin/mypy amends_core
+	$(VENV)/bin/mypy amends_core amends_pipeline
 
 bench: setup
 	$(VENV)/bin/amends bench

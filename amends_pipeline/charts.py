@@ -39,7 +39,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from amends_core.ledger import Config, Envelope, OutputID, Projection, Status, StockKey
 from amends_core.timefmt import MAX_DAY, MIN_DAY, format_day
@@ -47,6 +47,7 @@ from amends_core.view import project
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+    from numpy.typing import ArrayLike
 
 WIDTH_PX, HEIGHT_PX, DPI = 800, 400, 100
 MAX_NOTES = 8
@@ -205,8 +206,9 @@ def _date(day: int) -> date:
     return _EPOCH + timedelta(days=min(max(day, MIN_DAY), MAX_DAY))
 
 
-def _xs(days: Iterable[int]) -> list[date]:
-    return [_date(d) for d in days]
+def _xs(days: Iterable[int]) -> ArrayLike:
+    # Dates: matplotlib plots them through its units registry, but its stubs type data as numbers.
+    return cast("ArrayLike", [_date(d) for d in days])
 
 
 CURRENT = "#1f4e9c"
@@ -314,7 +316,7 @@ def _axes(ax: object, data: ChartData, first: int | None, last: int | None) -> N
     ax.grid(True, color="#e6e6e6", lw=0.8)
     ax.set_axisbelow(True)
     if first is not None and last is not None:
-        ax.set_xlim(_date(first - 1), _date(last + 1))
+        ax.set_xlim(_date(first - 1), _date(last + 1))  # type: ignore[arg-type]  # dates, as in _xs
         span = last - first + 2
         if span <= 120:
             ax.xaxis.set_major_locator(mdates.DayLocator(interval=max(1, span // 8)))

@@ -93,7 +93,11 @@ def read_manifest(db: Database, ns_id: int, cfg: Config) -> Manifest:
     if row is None:
         msg = f"namespace {cfg.namespace!r} is not provisioned; run `amends provision` first"
         raise ManifestMissing(msg)
-    m = Manifest(cfg.namespace, *row[:6], dict(marks), row[6], row[7])
+    source_topic, output_topic, partitions, incarnation, digest, nonce, marker_namespace, topic_id = row
+    m = Manifest(
+        cfg.namespace, source_topic, output_topic, partitions, incarnation, digest, nonce, dict(marks),
+        marker_namespace, topic_id,
+    )
     if m.config_digest != cfg.digest():
         msg = f"namespace {cfg.namespace!r} was provisioned with another configuration"
         raise IncarnationMismatch(msg)

@@ -166,8 +166,8 @@ def run(progress: Progress, *, prefer_broker: str = "auto") -> tuple[str, list[S
             msgs = plan_file(rt.cfg, stage["source"], (FIXTURE / stage["source"]).read_bytes())
             progress(f"stage {i + 1}/{len(stages)} {name}: loading {len(msgs)} records into {m.source_topic}")
             w = rt.writer()
-            for msg in msgs:
-                w.produce(m.source_topic, msg.partition, msg.value, msg.key)
+            for outgoing in msgs:
+                w.produce(m.source_topic, outgoing.partition, outgoing.value, outgoing.key)
             w.flush()
             for p in range(rt.cfg.partitions):
                 progress(f"stage {i + 1}: refold_job, partition {p}")
@@ -194,7 +194,10 @@ def run(progress: Progress, *, prefer_broker: str = "auto") -> tuple[str, list[S
                 (k["item"], k["location"], bb["day"], bb["close"])
                 for k in expected["keys"] for bb in k["balances"]
             ]
-            materialized = {e.asset_key.to_user_string() for e in br.get_asset_materialization_events()}
+            materialized = {
+                e.asset_key.to_user_string()
+                for e in br.get_asset_materialization_events() if e.asset_key is not None
+            }
             outcomes.append(
                 StageOutcome(
                     name, str(md.get("status", "ERROR")), md.get("accepted") is True, view,

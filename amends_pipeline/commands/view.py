@@ -128,9 +128,9 @@ def render(
         for p, why in sorted(stopped.items()):
             out.append(f"  PARTITION {p} STOPPED: {why}")
     else:
-        for p, h in sorted(health.items()):
-            if not h.current:
-                out.append(f"  PARTITION {p} {h.state()} (frontier {h.frontier})")
+        for p, ph in sorted(health.items()):
+            if not ph.current:
+                out.append(f"  PARTITION {p} {ph.state()} (frontier {ph.frontier})")
     for k, proj in sorted(projections.items()):
         name = f"{k.item}/{k.location}"
         if keys and name not in keys:

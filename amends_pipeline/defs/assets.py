@@ -5,6 +5,8 @@ and fencing are the truth, so a repeated or concurrent materialization is safe.
 """
 
 
+from typing import Any
+
 import dagster as dg
 
 from amends_pipeline.defs import metadata
@@ -28,7 +30,7 @@ def _runtime(context: dg.AssetExecutionContext, amends: AmendsResource) -> Runti
 
 
 @dg.asset(partitions_def=SOURCE_PARTITIONS, group_name=GROUP, kinds={"kafka"})
-def source_snapshot(context: dg.AssetExecutionContext, amends: AmendsResource) -> dg.MaterializeResult:
+def source_snapshot(context: dg.AssetExecutionContext, amends: AmendsResource) -> dg.MaterializeResult[Any]:
     """The source partition as it stands: retained range, incarnation and the worker's lag."""
     snap = orchestration.snapshot(_runtime(context, amends), [int(context.partition_key)])
     return dg.MaterializeResult(metadata=metadata.partition_state(snap.partitions[0], snap))
@@ -47,7 +49,7 @@ def _snapshot_end(context: dg.AssetExecutionContext) -> int | None:
 
 
 @dg.asset(partitions_def=SOURCE_PARTITIONS, group_name=GROUP, deps=[source_snapshot], kinds={"postgres"})
-def refold(context: dg.AssetExecutionContext, amends: AmendsResource) -> dg.MaterializeResult:
+def refold(context: dg.AssetExecutionContext, amends: AmendsResource) -> dg.MaterializeResult[Any]:
     """Incremental processing from the database frontier to the snapshot's end, in fenced batches."""
     rt = _runtime(context, amends)
     summary = orchestration.refold(
@@ -76,7 +78,7 @@ view = dg.AssetSpec(
 
 
 @dg.asset(group_name=GROUP, deps=[source_snapshot], kinds={"polars"})
-def oracle(amends: AmendsResource) -> dg.MaterializeResult:
+def oracle(amends: AmendsResource) -> dg.MaterializeResult[Any]:
     """The independent Polars recomputation of the full source history."""
     return dg.MaterializeResult(metadata=metadata.oracle(certify.run_oracle(amends.runtime().reading())))
 
@@ -84,7 +86,9 @@ def oracle(amends: AmendsResource) -> dg.MaterializeResult:
 
 
 @dg.asset(group_name=GROUP, deps=[oracle, view], kinds={"postgres"})
-def certified_balances(context: dg.AssetExecutionContext, amends: AmendsResource) -> dg.MaterializeResult:
+def certified_balances(
+    context: dg.AssetExecutionContext, amends: AmendsResource
+) -> dg.MaterializeResult[Any]:
     """Balances and alerts vouched for by the latest accepted verification, as PostgreSQL tables."""
     v = latest_verification(context.instance)
     rt = amends.runtime()

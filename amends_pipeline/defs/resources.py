@@ -33,7 +33,9 @@ def location_config() -> Config:
     return load_config(config_path())
 
 
-class AmendsResource(dg.ConfigurableResource):  # type: ignore[misc]
+# Unparametrized, as dagster documents it: ConfigurableResource is a pydantic generic, and
+# subscripting it would make a new base class at run time.
+class AmendsResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     """Connects assets, checks and sensors to one amends namespace."""
 
     config_path: str

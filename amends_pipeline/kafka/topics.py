@@ -28,13 +28,14 @@ import concurrent.futures
 import contextlib
 import enum
 import json
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import (
     Consumer,
     KafkaException,
+    Message,
     Producer,
     TopicCollection,
     TopicPartition,
@@ -223,6 +224,16 @@ def _at(bootstrap: str | None) -> str:
     return "" if bootstrap is None else f" (Kafka at {bootstrap})"
 
 
+def _offset(m: Message) -> int:
+    """A fetched message's offset. The driver gives None only for a negative offset, which
+    neither a message nor an end-of-partition event from ``consume`` carries."""
+    off = m.offset()
+    if off is None:
+        msg = f"{m.topic()}[{m.partition()}]: the driver delivered a message without an offset"
+        raise KafkaError(msg)
+    return off
+
+
 class Reader:
     """Explicit-assignment reader of one topic (no consumer group, no commits)."""
 
@@ -326,7 +337,7 @@ class Reader:
         end: int,
         timeout: float = 30.0,
         limit: int | None = None,
-    ) -> Iterator[Any]:
+    ) -> Generator[Any, None, None]:
         """Every message of [start, end) in offset order (raw confluent-kafka messages).
 
         Stops after ``limit`` messages when given. Offsets that deliver nothing
@@ -359,7 +370,7 @@ class Reader:
                     err = m.error()
                     if err is not None:
                         if err.code() == _DriverError._PARTITION_EOF:
-                            if m.offset() >= end:
+                            if _offset(m) >= end:
                                 return  # the rest of the range is a gap up to the end
                             continue  # the end is still below ``end``: wait for more
                         if err.code() == _DriverError._AUTO_OFFSET_RESET:
@@ -372,7 +383,7 @@ class Reader:
                         if err.code() in _UNAVAILABLE:
                             raise KafkaUnavailable(msg + _at(self.bootstrap))
                         raise KafkaError(msg)
-                    off = m.offset()
+                    off = _offset(m)
                     if off < expected:
                         continue
                     if off >= end:
@@ -488,7 +499,7 @@ class Writer:
         partition: int,
         value: bytes,
         key: bytes | None,
-        headers: list[tuple[str, bytes]] | None = None,
+        headers: list[tuple[str, str | bytes | None]] | None = None,
     ) -> None:
         """Produce one message; its delivery lands in ``delivered`` or ``failures``."""
         self.produce_raw(topic, partition, value, key, self._on_delivery, headers)
@@ -500,7 +511,7 @@ class Writer:
         value: bytes,
         key: bytes | None,
         on_delivery: Any,
-        headers: list[tuple[str, bytes]] | None = None,
+        headers: list[tuple[str, str | bytes | None]] | None = None,
     ) -> None:
         """Produce with a caller-supplied delivery callback (the relay tracks receipts)."""
         while True:

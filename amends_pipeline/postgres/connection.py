@@ -233,12 +233,14 @@ def open_connection(
     if lock_timeout_s is None:
         lock_timeout_s = timeout_from_env(LOCK_TIMEOUT_ENV, LOCK_TIMEOUT_S)
     try:
+        # Connection parameters for libpq (psycopg's **kwargs), not its named arguments.
+        keepalives: dict[str, Any] = client_keepalives(conninfo)
         conn = psycopg.connect(
             conninfo,
             autocommit=True,
             connect_timeout=connect_timeout,
             application_name=application_name,
-            **client_keepalives(conninfo),
+            **keepalives,
         )
     except psycopg.ProgrammingError as e:  # malformed DSN
         e.args = (one_line(e),)

@@ -97,7 +97,7 @@ def read_certified(store: PgStore) -> tuple[list[BalanceOut], list[AlertOut]]:
             " ORDER BY item, location, day",
             (store.ns_id,),
         ).fetchall()
-    return [tuple(r) for r in bal], [tuple(r) for r in al]  # type: ignore[misc]
+    return [tuple(r) for r in bal], [tuple(r) for r in al]
 
 
 def replaced_versions(store: PgStore, current: Mapping[OutputID, int]) -> dict[OutputID, Envelope]:

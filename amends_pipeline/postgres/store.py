@@ -31,6 +31,7 @@ installed: anybody else's commit would have had to claim a new epoch first.
 from __future__ import annotations
 
 import bisect
+import functools
 import hashlib
 import itertools
 import secrets
@@ -1192,7 +1193,7 @@ class PgStore:
                     frontier=fronts.get(c.partition),
                     state_of=state_of,
                     latest=cache.outputs.get,
-                    held_rejection=lambda c=c, conn=conn: self._held_rejection(conn, c),
+                    held_rejection=functools.partial(self._held_rejection, conn, c),
                     skipped_sha256=skipped.get((c.partition, c.offset)),
                 )
 

@@ -14,6 +14,7 @@ lock conflicts) with the same capped backoff and retry budget as the loop
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from typing import TypeVar
@@ -118,22 +119,34 @@ def _open(
         workers = [WorkerPartition(store, reader, m, p, batch_size=batch) for p in parts]
         for w in workers:
             tok = retried(w.claim)
-            frontier = retried(lambda w=w: store.frontier(w.partition))
+            frontier = retried(functools.partial(store.frontier, w.partition))
             log(f"partition {w.partition}: epoch {tok.epoch}, frontier {frontier}")
-        return [lambda w=w: w.step().records for w in workers]
+        return [_worker_step(w) for w in workers]
     if role == "relay":
         store = stack.enter_context(retried(lambda: rt.store("amends-relay")))
         m = retried(lambda: rt.manifest(store))
         writer = retried(rt.writer)
         relays = []
         for p in parts:
-            lock = retried(lambda p=p: RelayLock(rt.dsn, rt.schema, rt.cfg.namespace, p))
+            lock = retried(functools.partial(RelayLock, rt.dsn, rt.schema, rt.cfg.namespace, p))
             stack.callback(lock.close)
             relays.append(RelayPartition(store, writer, m.output_topic, p, batch_size=batch))
-        return [lambda r=r: r.step().published for r in relays]
+        return [_relay_step(r) for r in relays]
     store = stack.enter_context(retried(lambda: rt.store("amends-view-manifest")))
     m = retried(lambda: rt.manifest(store))
     vstore = stack.enter_context(retried(rt.view_store))
     reader = stack.enter_context(retried(lambda: rt.reader(m.output_topic)))
     views = [ViewPartition(vstore, reader, p, batch_size=max(batch, 1000)) for p in parts]
-    return [lambda v=v: v.step().applied for v in views]
+    return [_view_step(v) for v in views]
+
+
+def _worker_step(w: WorkerPartition) -> Step:
+    return lambda: w.step().records
+
+
+def _relay_step(r: RelayPartition) -> Step:
+    return lambda: r.step().published
+
+
+def _view_step(v: ViewPartition) -> Step:
+    return lambda: v.step().applied
