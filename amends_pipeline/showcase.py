@@ -90,7 +90,7 @@ def broker(workdir: Path, progress: Progress, prefer: str = "auto") -> Iterator[
             finally:
                 b.stop()
             return
-    from amends_pipeline.kafka.devbroker import DevBroker
+    from amends_pipeline.kafka.devbroker_launcher import DevBroker
 
     progress("starting the development broker (librdkafka mock cluster)")
     with DevBroker(topics={"amends-source": 1, "amends-output": 1}, workdir=workdir) as d:

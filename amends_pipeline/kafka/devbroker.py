@@ -2,14 +2,13 @@
 
 No Kafka or Redpanda server can be installed on the development machines, but
 the librdkafka shipped inside the confluent-kafka wheel contains a mock cluster
-that speaks the Kafka protocol over TCP on loopback. This module
-
-* binds the mock cluster C API with ctypes (``MockCluster``),
-* runs it as a long-lived foreground process (``serve``; ``amends broker`` and
-  ``python -m amends_pipeline.kafka.devbroker`` both end up there) that creates
-  topics, prints ``bootstrap=...``, writes a JSON state file, answers control
-  commands (``brokerctl``) and stops cleanly on SIGTERM/SIGINT,
-* starts such a process for tests and tools (``DevBroker``).
+that speaks the Kafka protocol over TCP on loopback. This module runs it as a
+long-lived foreground process (``serve``; ``amends broker`` and
+``python -m amends_pipeline.kafka.devbroker`` both end up there) that creates
+topics, prints ``bootstrap=...``, writes a JSON state file, answers control
+commands (``brokerctl``) and stops cleanly on SIGTERM/SIGINT. The ctypes
+binding is ``mockcluster``; starting such a process for tests and tools is
+``devbroker_launcher`` (``DevBroker``).
 
 Everything else talks to the broker only through confluent-kafka and the
 bootstrap address, so a real cluster is a configuration change. Limits: see
@@ -20,71 +19,45 @@ CreateTopics/DescribeTopics, no topic IDs).
 from __future__ import annotations
 
 import argparse
-import ctypes
 import datetime as dt
-import glob
 import hmac
 import ipaddress
 import json
 import os
 import re
 import secrets
-import shutil
 import signal
 import socket
 import socketserver
 import struct
-import subprocess
 import sys
 import tempfile
 import threading
-import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from amends_pipeline.errors import UsageError
-from amends_pipeline.kafka import BOOTSTRAP_ENV
 from amends_pipeline.kafka.brokerctl import (
     BrokerControl,
     BrokerControlError,
     is_unix_address,
     split_host_port,
 )
-
-# Kafka protocol request types (ApiKey), by the names the protocol guide uses.
-API_KEYS: dict[str, int] = {
-    "Produce": 0,
-    "Fetch": 1,
-    "ListOffsets": 2,
-    "Metadata": 3,
-    "OffsetCommit": 8,
-    "OffsetFetch": 9,
-    "FindCoordinator": 10,
-    "JoinGroup": 11,
-    "Heartbeat": 12,
-    "LeaveGroup": 13,
-    "SyncGroup": 14,
-    "DescribeGroups": 15,
-    "ListGroups": 16,
-    "SaslHandshake": 17,
-    "ApiVersions": 18,
-    "CreateTopics": 19,
-    "DeleteTopics": 20,
-    "DeleteRecords": 21,
-    "InitProducerId": 22,
-    "OffsetForLeaderEpoch": 23,
-    "AddPartitionsToTxn": 24,
-    "AddOffsetsToTxn": 25,
-    "EndTxn": 26,
-    "TxnOffsetCommit": 28,
-    "DescribeConfigs": 32,
-    "DescribeCluster": 60,
-    "ConsumerGroupHeartbeat": 68,
-    "GetTelemetrySubscriptions": 71,
-    "PushTelemetry": 72,
-}
-API_NAMES: dict[int, str] = {v: k for k, v in API_KEYS.items()}
+from amends_pipeline.kafka.devbroker_launcher import DevBroker
+from amends_pipeline.kafka.mockcluster import (
+    API_NAMES,
+    INT32,
+    INT64,
+    RETENTION_BYTES,
+    MockCluster,
+    MockError,
+    api_key,
+    error_code,
+    error_name,
+    has_symbol,
+    librdkafka_version,
+)
 
 # Kafka's legal topic names.
 TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
@@ -96,354 +69,6 @@ CONTROL_IDLE_S = 30
 """A control connection that sends nothing for this long is closed."""
 CONTROL_MAX_ERRORS = 1024
 """Most error codes one push-request-errors may queue."""
-_INT32 = (-(2**31), 2**31 - 1)
-_INT64 = (-(2**63), 2**63 - 1)
-
-# What the mock keeps per partition (rdkafka_mock.c: max_size, max_cnt); older
-# message sets drop off and the low watermark rises.
-RETENTION_BYTES = 5 * 1024 * 1024
-RETENTION_BATCHES = 100_000
-
-_RD_KAFKA_PRODUCER = 0
-
-
-class MockError(Exception):
-    """A mock cluster call returned an error code."""
-
-    def __init__(self, what: str, code: int, name: str, text: str) -> None:
-        super().__init__(f"{what}: {name}: {text}")
-        self.code = code
-        self.name = name
-
-
-# --------------------------------------------------------------------------
-# ctypes binding
-
-
-def find_librdkafka() -> str:
-    """Path of the librdkafka shared library bundled with confluent-kafka."""
-    import confluent_kafka
-
-    pkg = Path(confluent_kafka.__file__).resolve().parent
-    patterns = [
-        str(pkg.parent / "confluent_kafka.libs" / "librdkafka*.so*"),
-        str(pkg / ".libs" / "librdkafka*.so*"),
-        str(pkg / ".dylibs" / "librdkafka*.dylib"),
-    ]
-    for pattern in patterns:
-        found = sorted(glob.glob(pattern))
-        if found:
-            return found[0]
-    msg = f"no librdkafka shared library found beside confluent_kafka ({pkg})"
-    raise UsageError(msg)
-
-
-_LIB: ctypes.CDLL | None = None
-_LIB_LOCK = threading.Lock()
-
-# name -> (restype, argtypes); declared only if the symbol exists.
-_SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
-    "rd_kafka_version_str": (ctypes.c_char_p, []),
-    "rd_kafka_err2name": (ctypes.c_char_p, [ctypes.c_int]),
-    "rd_kafka_err2str": (ctypes.c_char_p, [ctypes.c_int]),
-    "rd_kafka_conf_new": (ctypes.c_void_p, []),
-    "rd_kafka_conf_set": (
-        ctypes.c_int,
-        [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t],
-    ),
-    "rd_kafka_conf_destroy": (None, [ctypes.c_void_p]),
-    "rd_kafka_new": (
-        ctypes.c_void_p,
-        [ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t],
-    ),
-    "rd_kafka_destroy": (None, [ctypes.c_void_p]),
-    "rd_kafka_mock_cluster_new": (ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_int]),
-    "rd_kafka_mock_cluster_destroy": (None, [ctypes.c_void_p]),
-    "rd_kafka_mock_cluster_bootstraps": (ctypes.c_char_p, [ctypes.c_void_p]),
-    "rd_kafka_mock_topic_create": (
-        ctypes.c_int,
-        [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_int],
-    ),
-    "rd_kafka_mock_topic_delete": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p]),
-    "rd_kafka_mock_topic_set_error": (None, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int]),
-    "rd_kafka_mock_partition_delete_records": (
-        ctypes.c_int,
-        [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int32, ctypes.c_int64],
-    ),
-    "rd_kafka_mock_broker_set_down": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int32]),
-    "rd_kafka_mock_broker_set_up": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int32]),
-    "rd_kafka_mock_broker_set_rtt": (
-        ctypes.c_int,
-        [ctypes.c_void_p, ctypes.c_int32, ctypes.c_int],
-    ),
-    "rd_kafka_mock_push_request_errors_array": (
-        None,
-        [ctypes.c_void_p, ctypes.c_int16, ctypes.c_size_t, ctypes.POINTER(ctypes.c_int)],
-    ),
-    "rd_kafka_mock_clear_request_errors": (None, [ctypes.c_void_p, ctypes.c_int16]),
-    "rd_kafka_mock_start_request_tracking": (None, [ctypes.c_void_p]),
-    "rd_kafka_mock_stop_request_tracking": (None, [ctypes.c_void_p]),
-    "rd_kafka_mock_clear_requests": (None, [ctypes.c_void_p]),
-    "rd_kafka_mock_get_requests": (
-        ctypes.POINTER(ctypes.c_void_p),
-        [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)],
-    ),
-    "rd_kafka_mock_request_destroy_array": (
-        None,
-        [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t],
-    ),
-    "rd_kafka_mock_request_id": (ctypes.c_int32, [ctypes.c_void_p]),
-    "rd_kafka_mock_request_api_key": (ctypes.c_int16, [ctypes.c_void_p]),
-    "rd_kafka_mock_request_timestamp": (ctypes.c_int64, [ctypes.c_void_p]),
-}
-
-# Without these there is no development broker at all.
-_REQUIRED = (
-    "rd_kafka_conf_new",
-    "rd_kafka_new",
-    "rd_kafka_mock_cluster_new",
-    "rd_kafka_mock_cluster_destroy",
-    "rd_kafka_mock_cluster_bootstraps",
-    "rd_kafka_mock_topic_create",
-)
-
-
-def librdkafka() -> ctypes.CDLL:
-    """The bundled librdkafka with the mock cluster functions declared."""
-    global _LIB
-    with _LIB_LOCK:
-        if _LIB is None:
-            lib = ctypes.CDLL(find_librdkafka())
-            for name, (restype, argtypes) in _SIGNATURES.items():
-                if not hasattr(lib, name):
-                    if name in _REQUIRED:
-                        msg = f"bundled librdkafka lacks {name}; no development broker"
-                        raise UsageError(msg)
-                    continue
-                fn = getattr(lib, name)
-                fn.restype = restype
-                fn.argtypes = argtypes
-            _LIB = lib
-        return _LIB
-
-
-def has_symbol(name: str) -> bool:
-    return hasattr(librdkafka(), name)
-
-
-def librdkafka_version() -> str:
-    raw: bytes = librdkafka().rd_kafka_version_str()
-    return raw.decode()
-
-
-def error_code(value: int | str) -> int:
-    """An error code from an int or a confluent_kafka.KafkaError name (``_TRANSPORT``)."""
-    if isinstance(value, bool):
-        msg = f"not an error code: {value!r}"
-        raise ValueError(msg)
-    if isinstance(value, int):
-        return _in_c_int(value, "error code")
-    if isinstance(value, str):
-        text = value.strip()
-        if re.fullmatch(r"-?\d{1,20}", text):
-            return _in_c_int(int(text), "error code")
-        from confluent_kafka import KafkaError
-
-        for candidate in (text, text.upper(), "_" + text.upper().lstrip("_")):
-            code = getattr(KafkaError, candidate, None)
-            if isinstance(code, int):
-                return code
-    msg = f"unknown Kafka error {value!r} (use a code or a KafkaError name)"
-    raise ValueError(msg)
-
-
-def _in_c_int(value: int, what: str) -> int:
-    """``value`` when it fits a C int (32 bits), else ValueError: never let ctypes truncate it."""
-    lo, hi = _INT32
-    if not lo <= value <= hi:
-        msg = f"{what} out of range: {value} (a 32-bit integer, {lo}..{hi})"
-        raise ValueError(msg)
-    return value
-
-
-def error_name(code: int) -> str:
-    lib = librdkafka()
-    raw = lib.rd_kafka_err2name(code)
-    return raw.decode() if raw else str(code)
-
-
-def api_key(value: int | str) -> int:
-    """A protocol ApiKey from an int or a request name (``Produce``, ``Fetch``...)."""
-    if isinstance(value, bool):
-        msg = f"not an api key: {value!r}"
-        raise ValueError(msg)
-    if isinstance(value, int):
-        key = value
-    elif isinstance(value, str) and re.fullmatch(r"\d+", value.strip()):
-        key = int(value.strip())
-    elif isinstance(value, str):
-        by_lower = {k.lower(): v for k, v in API_KEYS.items()}
-        if value.strip().lower() not in by_lower:
-            msg = f"unknown api key {value!r}; known: {', '.join(API_KEYS)}"
-            raise ValueError(msg)
-        key = by_lower[value.strip().lower()]
-    else:
-        msg = f"not an api key: {value!r}"
-        raise ValueError(msg)
-    if not 0 <= key < 2**15:
-        msg = f"api key out of range: {key}"
-        raise ValueError(msg)
-    return key
-
-
-class MockCluster:
-    """One librdkafka mock cluster, owned by this process; calls are serialized."""
-
-    def __init__(self, brokers: int = 1) -> None:
-        if brokers < 1:
-            msg = "a mock cluster needs at least one broker"
-            raise ValueError(msg)
-        self._lib = librdkafka()
-        self._lock = threading.Lock()
-        self.brokers = brokers
-        lib = self._lib
-        conf = lib.rd_kafka_conf_new()
-        errstr = ctypes.create_string_buffer(512)
-        # The handle only hosts the cluster; it connects nowhere, so keep its
-        # "no bootstrap.servers" notice out of the log (warnings stay).
-        for key, value in (("client.id", "amends-devbroker"), ("log_level", "4")):
-            if lib.rd_kafka_conf_set(conf, key.encode(), value.encode(), errstr, 512) != 0:
-                lib.rd_kafka_conf_destroy(conf)
-                msg = f"librdkafka configuration {key}: {errstr.value.decode()}"
-                raise UsageError(msg)
-        rk = lib.rd_kafka_new(_RD_KAFKA_PRODUCER, conf, errstr, 512)
-        if not rk:
-            lib.rd_kafka_conf_destroy(conf)
-            msg = f"librdkafka handle: {errstr.value.decode()}"
-            raise UsageError(msg)
-        mcluster = lib.rd_kafka_mock_cluster_new(rk, brokers)
-        if not mcluster:
-            lib.rd_kafka_destroy(rk)
-            msg = "librdkafka could not create the mock cluster"
-            raise UsageError(msg)
-        self._rk: int | None = rk
-        self._mc: int | None = mcluster
-        self.bootstrap: str = lib.rd_kafka_mock_cluster_bootstraps(mcluster).decode()
-
-    # -- helpers
-    def _handle(self) -> int:
-        if self._mc is None:
-            msg = "mock cluster is closed"
-            raise RuntimeError(msg)
-        return self._mc
-
-    def _fn(self, name: str) -> Any:
-        if not hasattr(self._lib, name):
-            msg = f"{name} is not in the bundled librdkafka {librdkafka_version()}"
-            raise NotImplementedError(msg)
-        return getattr(self._lib, name)
-
-    def _check(self, what: str, code: int) -> None:
-        if code != 0:
-            raw = self._lib.rd_kafka_err2str(code)
-            raise MockError(what, code, error_name(code), raw.decode() if raw else "")
-
-    # -- topics
-    def create_topic(self, topic: str, partitions: int, replication_factor: int = 1) -> None:
-        with self._lock:
-            code = self._fn("rd_kafka_mock_topic_create")(
-                self._handle(), topic.encode(), partitions, replication_factor
-            )
-        self._check(f"create topic {topic}", code)
-
-    def delete_topic(self, topic: str) -> None:
-        with self._lock:
-            code = self._fn("rd_kafka_mock_topic_delete")(self._handle(), topic.encode())
-        self._check(f"delete topic {topic}", code)
-
-    def set_topic_error(self, topic: str, code: int) -> None:
-        with self._lock:
-            self._fn("rd_kafka_mock_topic_set_error")(self._handle(), topic.encode(), code)
-
-    def delete_records(self, topic: str, partition: int, before_offset: int) -> None:
-        with self._lock:
-            code = self._fn("rd_kafka_mock_partition_delete_records")(
-                self._handle(), topic.encode(), partition, before_offset
-            )
-        self._check(f"delete records {topic}[{partition}] before {before_offset}", code)
-
-    # -- brokers
-    def broker_down(self, broker: int) -> None:
-        with self._lock:
-            code = self._fn("rd_kafka_mock_broker_set_down")(self._handle(), broker)
-        self._check(f"broker {broker} down", code)
-
-    def broker_up(self, broker: int) -> None:
-        with self._lock:
-            code = self._fn("rd_kafka_mock_broker_set_up")(self._handle(), broker)
-        self._check(f"broker {broker} up", code)
-
-    def set_rtt(self, broker: int, rtt_ms: int) -> None:
-        with self._lock:
-            code = self._fn("rd_kafka_mock_broker_set_rtt")(self._handle(), broker, rtt_ms)
-        self._check(f"broker {broker} rtt", code)
-
-    # -- request errors and tracking
-    def push_request_errors(self, key: int, errors: Sequence[int]) -> None:
-        arr = (ctypes.c_int * len(errors))(*errors)
-        with self._lock:
-            self._fn("rd_kafka_mock_push_request_errors_array")(
-                self._handle(), key, len(errors), arr
-            )
-
-    def clear_request_errors(self, key: int) -> None:
-        with self._lock:
-            self._fn("rd_kafka_mock_clear_request_errors")(self._handle(), key)
-
-    def track_requests(self, enabled: bool) -> None:
-        name = (
-            "rd_kafka_mock_start_request_tracking"
-            if enabled
-            else "rd_kafka_mock_stop_request_tracking"
-        )
-        with self._lock:
-            self._fn(name)(self._handle())
-
-    def requests(self, clear: bool = False) -> list[tuple[int, int, int]]:
-        """Tracked requests as (broker id, api key, timestamp in microseconds)."""
-        cnt = ctypes.c_size_t(0)
-        out: list[tuple[int, int, int]] = []
-        with self._lock:
-            mc = self._handle()
-            arr = self._fn("rd_kafka_mock_get_requests")(mc, ctypes.byref(cnt))
-            if arr:
-                lib = self._lib
-                for i in range(cnt.value):
-                    req = arr[i]
-                    out.append(
-                        (
-                            lib.rd_kafka_mock_request_id(req),
-                            lib.rd_kafka_mock_request_api_key(req),
-                            lib.rd_kafka_mock_request_timestamp(req),
-                        )
-                    )
-                lib.rd_kafka_mock_request_destroy_array(arr, cnt.value)
-            if clear:
-                self._fn("rd_kafka_mock_clear_requests")(mc)
-        return out
-
-    def close(self) -> None:
-        with self._lock:
-            mc, rk = self._mc, self._rk
-            self._mc = self._rk = None
-            if mc is not None:
-                self._lib.rd_kafka_mock_cluster_destroy(mc)
-            if rk is not None:
-                self._lib.rd_kafka_destroy(rk)
-
-
-# --------------------------------------------------------------------------
-# the broker process
 
 
 def parse_topic(spec: str) -> tuple[str, int]:
@@ -527,7 +152,7 @@ def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
 
 def _field(
     req: Mapping[str, Any], name: str, kind: type, default: Any = ...,
-    bounds: tuple[int, int] = _INT32,
+    bounds: tuple[int, int] = INT32,
 ) -> Any:
     """A request field of type ``kind``; integers must lie in ``bounds`` (default: a C int)."""
     if name not in req:
@@ -720,8 +345,8 @@ class BrokerServer:
 
     def cmd_delete_records(self, req: Mapping[str, Any]) -> dict[str, Any]:
         topic = _topic_field(req)
-        partition = _field(req, "partition", int, bounds=(0, _INT32[1]))
-        offset = _field(req, "offset", int, bounds=(0, _INT64[1]))
+        partition = _field(req, "partition", int, bounds=(0, INT32[1]))
+        offset = _field(req, "offset", int, bounds=(0, INT64[1]))
         self.cluster.delete_records(topic, partition, offset)
         return {"topic": topic, "partition": partition, "low_watermark": offset}
 
@@ -1058,198 +683,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
-# --------------------------------------------------------------------------
-# starting a broker process from Python
-
-
-class DevBrokerError(Exception):
-    """The broker process did not start or did not stop as expected."""
-
-
-class DevBroker:
-    """A development broker in a separate process, for tests and tools.
-
-    ::
-
-        with DevBroker(topics={"source": 4}) as broker:
-            Producer({"bootstrap.servers": broker.bootstrap, ...})
-            broker.control("broker-down", broker=1)
-
-    The process is ``python -m amends_pipeline.kafka.devbroker``; readiness is
-    its state file appearing; ``stop()`` sends SIGTERM (SIGKILL after a
-    timeout) and returns the exit code. The process also stops by itself if
-    the process that started it exits.
-    """
-
-    def __init__(
-        self,
-        topics: Mapping[str, int] | Iterable[tuple[str, int]] = (),
-        brokers: int = 1,
-        *,
-        control: str | None = None,
-        workdir: str | Path | None = None,
-        python: str | None = None,
-        startup_timeout: float = 20.0,
-        extra_env: Mapping[str, str] | None = None,
-    ) -> None:
-        self.topics = dict(topics.items() if isinstance(topics, Mapping) else topics)
-        self.brokers = brokers
-        self._control_spec = control
-        self._own_workdir = workdir is None
-        self.workdir = Path(workdir) if workdir is not None else None
-        self.python = python or sys.executable
-        self.startup_timeout = startup_timeout
-        self.extra_env = dict(extra_env or {})
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.state: dict[str, Any] = {}
-        self.returncode: int | None = None
-
-    # -- paths
-    @property
-    def state_file(self) -> Path:
-        assert self.workdir is not None
-        return self.workdir / "broker.json"
-
-    @property
-    def log_file(self) -> Path:
-        assert self.workdir is not None
-        return self.workdir / "broker.log"
-
-    @property
-    def stdout_file(self) -> Path:
-        assert self.workdir is not None
-        return self.workdir / "broker.out"
-
-    # -- facts of the running broker
-    @property
-    def bootstrap(self) -> str:
-        return str(self.state["bootstrap"])
-
-    @property
-    def control_address(self) -> str:
-        return str(self.state["control"])
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
-    def env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
-        """An environment for child processes with AMENDS_KAFKA_BOOTSTRAP set."""
-        env = dict(os.environ if base is None else base)
-        env[BOOTSTRAP_ENV] = self.bootstrap
-        return env
-
-    def command(self) -> list[str]:
-        cmd = [self.python, "-m", "amends_pipeline.kafka.devbroker", "--exit-with-parent"]
-        cmd += ["--brokers", str(self.brokers), "--state-file", str(self.state_file)]
-        for name, partitions in self.topics.items():
-            cmd += ["--topic", f"{name}:{partitions}"]
-        if self._control_spec is not None:
-            cmd += ["--control", self._control_spec]
-        return cmd
-
-    def log(self) -> str:
-        try:
-            return self.log_file.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return ""
-
-    # -- lifecycle
-    def start(self) -> DevBroker:
-        if self.proc is not None:
-            msg = "already started"
-            raise DevBrokerError(msg)
-        if self.workdir is None:
-            self.workdir = Path(tempfile.mkdtemp(prefix="amends-broker-"))
-        env = dict(os.environ)
-        env.update(self.extra_env)
-        env["PYTHONUNBUFFERED"] = "1"
-        with open(self.stdout_file, "wb") as out, open(self.log_file, "wb") as err:
-            self.proc = subprocess.Popen(
-                self.command(), stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env
-            )
-        deadline = time.monotonic() + self.startup_timeout
-        try:
-            while True:
-                code = self.proc.poll()
-                if code is not None:
-                    self.returncode = code
-                    msg = f"broker exited with {code} before it was ready:\n{self.log()}"
-                    raise DevBrokerError(msg)
-                state = self._read_state()
-                if state is not None and state.get("pid") == self.proc.pid:
-                    self.state = state
-                    return self
-                if time.monotonic() > deadline:
-                    msg = f"broker not ready after {self.startup_timeout:.0f}s:\n{self.log()}"
-                    raise DevBrokerError(msg)
-                time.sleep(0.02)
-        except BaseException:
-            self.stop()
-            raise
-
-    def _read_state(self) -> dict[str, Any] | None:
-        try:
-            state: dict[str, Any] = json.loads(self.state_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        return state
-
-    def refresh_state(self) -> dict[str, Any]:
-        state = self._read_state()
-        if state is not None:
-            self.state = state
-        return self.state
-
-    def control(self, cmd: str, **fields: Any) -> dict[str, Any]:
-        """Send one control command; raises BrokerControlError unless it succeeded."""
-        return BrokerControl(self.control_address, token=self.state.get("token")).request(
-            cmd, **fields
-        )
-
-    def create_topic(self, topic: str, partitions: int = 1) -> dict[str, Any]:
-        return self.control("create-topic", topic=topic, partitions=partitions)
-
-    def delete_topic(self, topic: str) -> dict[str, Any]:
-        return self.control("delete-topic", topic=topic)
-
-    def broker_down(self, broker: int = -1) -> dict[str, Any]:
-        return self.control("broker-down", broker=broker)
-
-    def broker_up(self, broker: int = -1) -> dict[str, Any]:
-        return self.control("broker-up", broker=broker)
-
-    def push_request_errors(self, api: int | str, errors: Sequence[int | str]) -> dict[str, Any]:
-        return self.control("push-request-errors", api_key=api, errors=list(errors))
-
-    def delete_records(self, topic: str, partition: int, offset: int) -> dict[str, Any]:
-        return self.control("delete-records", topic=topic, partition=partition, offset=offset)
-
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def stop(self, timeout: float = 10.0) -> int | None:
-        """SIGTERM, wait, SIGKILL if needed; return the exit code. Idempotent."""
-        proc = self.proc
-        if proc is not None and self.returncode is None:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(timeout)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-            self.returncode = proc.returncode
-        if self._own_workdir and self.workdir is not None:
-            shutil.rmtree(self.workdir, ignore_errors=True)
-        return self.returncode
-
-    def __enter__(self) -> DevBroker:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+__all__ = [
+    "CONTROL_IDLE_S",
+    "CONTROL_MAX_CONNECTIONS",
+    "CONTROL_MAX_ERRORS",
+    "CONTROL_MAX_LINE",
+    "RETENTION_BYTES",  # re-exported from mockcluster: tests import it from here
+    "TOPIC_RE",
+    "UNAUTHORIZED",
+    "BrokerServer",
+    "DevBroker",  # re-exported from devbroker_launcher: tests and benchmarks import it from here
+    "add_arguments",
+    "has_symbol",  # re-exported from mockcluster: tests import it from here
+    "is_loopback_host",
+    "main",
+    "parse_control",
+    "parse_topic",
+    "serve",
+    "write_json_atomic",
+]
 
 
 if __name__ == "__main__":
