@@ -7,10 +7,15 @@ Modules:
   in ``schema_migrations``; ``migrate(dsn, schema)``, ``check_current``,
   ``scratch_schema`` (tests, benchmarks).
 * ``store.PgStore``: fenced ownership (``claim``/``observe``), batched atomic
-  processing (``process``, or ``begin`` -> ``ProcessingTx.apply``/``commit``),
+  processing (``process``, or ``begin`` -> ``batch.ProcessingTx.apply``/``commit``),
   ``resolve_unknown`` for a lost COMMIT reply, the relay's outbox API
   (``pending``, ``record_receipt``, ``acknowledge``/``acknowledge_many``),
   consistent ``snapshot``s, ``check_replay``/``replay`` and ``measurements``.
+* ``batch``: ``ProcessingTx``, the fenced batch transaction, and the
+  ``BatchContext``/``BatchState`` a store gives it (the transaction reads
+  nothing private of the store).
+* ``sql``: the processing store's SQL text and statement builders.
+* ``namespace``: ``register_namespace``/``lookup_namespace``.
 * ``view_store.PgViewStore``: the core view's version rule under the
   view-progress row lock (``apply``), ``progress``, ``resolve_unknown`` and a
   consistent ``snapshot`` returned as an ``amends_core.view.ViewState``.

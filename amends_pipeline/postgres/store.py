@@ -30,31 +30,25 @@ installed: anybody else's commit would have had to claim a new epoch first.
 
 from __future__ import annotations
 
-import bisect
 import functools
 import hashlib
 import itertools
 import secrets
-import time
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
-from psycopg import sql
 
-from amends_core import diff, fence, fold, preflight, process, wire
+from amends_core import fold, preflight
 from amends_core.errors import (
     FenceError,
     FrontierMismatch,
     OutboxOrderError,
     SourceMismatch,
 )
-from amends_core.fence import check_coordinates
 from amends_core.ledger import (
-    INT64_MAX,
-    CloseOutOfRange,
     Config,
     Conflict,
     Coordinates,
@@ -67,19 +61,35 @@ from amends_core.ledger import (
     RejectReason,
     StockKey,
 )
-from amends_core.ports import OutboxRow, Token
+from amends_core.ports import Token
 from amends_pipeline.postgres import codec
 from amends_pipeline.postgres import migrate as migrations
+from amends_pipeline.postgres.batch import (
+    BatchContext,
+    BatchResult,
+    BatchState,
+    KeyCache,
+    ProcessingTx,
+    guard_ownership,
+)
 from amends_pipeline.postgres.connection import DEFAULT_SCHEMA, Database
 from amends_pipeline.postgres.errors import (
     BatchAborted,
     CommitUnknown,
     ConfigMismatch,
-    MigrationError,
-    NamespaceUnknown,
-    SchemaError,
     StoreError,
-    translate,
+)
+from amends_pipeline.postgres.namespace import lookup_namespace, register_namespace
+from amends_pipeline.postgres.sql import (
+    CLAIM,
+    CURRENT_STOPS,
+    LOAD_DAYS,
+    LOAD_OBSERVATIONS,
+    LOAD_OUTPUTS,
+    LOCK_PARTITION,
+    OBSERVE_CLAIM,
+    READ_SKIP,
+    READ_SKIPS,
 )
 
 # ---------------------------------------------------------------- values
@@ -87,19 +97,6 @@ from amends_pipeline.postgres.errors import (
 _RESERVED = RejectReason.RESERVED_HEADER.value
 """Quarantine rows of this reason came from messages carrying the reserved marker header."""
 
-
-
-@dataclass(frozen=True, slots=True)
-class BatchResult:
-    """What one committed batch installed."""
-
-    partition: int
-    frontier: int
-    """The exclusive source frontier after the batch."""
-    rows: tuple[OutboxRow, ...]
-    """Outbox rows committed, in sequence order."""
-    rejections: tuple[Rejection, ...]
-    accepted: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,24 +169,6 @@ class PartitionStop:
     stopped_at: datetime
 
 
-_SKIP_COLUMNS = (
-    "partition, src_offset, reason, operator, skipped_at, error, epoch, frontier_before,"
-    " value_sha256, value_size"
-)
-_READ_SKIPS = (
-    "SELECT " + _SKIP_COLUMNS + " FROM operator_skips WHERE ns_id = %s ORDER BY partition, src_offset"
-)
-_READ_SKIP = (
-    "SELECT " + _SKIP_COLUMNS + " FROM operator_skips WHERE ns_id = %s AND partition = %s"
-    " AND src_offset = %s"
-)
-_STOP_COLUMNS = "s.partition, s.src_offset, s.error, s.stopped_at"
-_CURRENT_STOPS = (
-    "SELECT " + _STOP_COLUMNS + " FROM partition_stops s JOIN partitions p"
-    " ON p.ns_id = s.ns_id AND p.partition = s.partition"
-    " WHERE s.ns_id = %s AND s.src_offset >= p.next_offset ORDER BY s.partition"
-)
-
 
 @dataclass(frozen=True, slots=True)
 class ProcessingSnapshot:
@@ -224,293 +203,6 @@ class ProcessingSnapshot:
         return self.keys[key].projection()
 
 
-# ---------------------------------------------------------------- registration
-
-
-def register_namespace(db: Database, cfg: Config) -> tuple[int, dict[StockKey, int]]:
-    """Create (or find) the namespace's rows; refuse another configuration digest.
-
-    Idempotent and safe under concurrent callers. Returns (ns_id, key ids).
-    """
-    digest = cfg.digest()
-    with db.transaction(f"registering namespace {cfg.namespace!r}") as conn:
-        migrations.check_current(conn, db.schema)
-        conn.execute(
-            "INSERT INTO namespaces (name, config_digest, config, partitions)"
-            " VALUES (%s, %s, %s, %s) ON CONFLICT (name) DO NOTHING",
-            (cfg.namespace, digest, wire.encode_config(cfg).decode("utf-8"), cfg.partitions),
-        )
-        row = conn.execute(
-            "SELECT ns_id, config_digest FROM namespaces WHERE name = %s", (cfg.namespace,)
-        ).fetchone()
-        assert row is not None
-        ns_id, registered = row
-        same_configuration(cfg, registered, digest)
-        for table in ("partitions", "relay_progress", "view_progress"):
-            conn.execute(
-                sql.SQL(
-                    "INSERT INTO {} (ns_id, partition)"
-                    " SELECT %s, g FROM generate_series(0, %s) g ON CONFLICT DO NOTHING"
-                ).format(sql.Identifier(table)),
-                (ns_id, cfg.partitions - 1),
-            )
-        conn.execute(
-            "INSERT INTO stock_keys (ns_id, item, location, partition)"
-            " SELECT %s, i, l, p FROM unnest(%s::text[], %s::text[], %s::int[]) AS u(i, l, p)"
-            " ON CONFLICT DO NOTHING",
-            (
-                ns_id,
-                [kc.key.item for kc in cfg.keys],
-                [kc.key.location for kc in cfg.keys],
-                [kc.partition for kc in cfg.keys],
-            ),
-        )
-        rows = conn.execute(
-            "SELECT key_id, item, location FROM stock_keys WHERE ns_id = %s", (ns_id,)
-        ).fetchall()
-    return ns_id, {StockKey(i, loc): kid for kid, i, loc in rows}
-
-
-def same_configuration(cfg: Config, registered: str, digest: str) -> None:
-    """ConfigMismatch unless the namespace was registered with this configuration's digest."""
-    if registered != digest:
-        msg = (
-            f"namespace {cfg.namespace!r} is registered with configuration digest"
-            f" {registered[:12]}, this configuration has {digest[:12]}"
-        )
-        raise ConfigMismatch(msg)
-
-
-def guard_ownership(
-    cfg: Config, token: Token, expected_next: int, registered: str, epoch: int, installed: int
-) -> None:
-    """The fence every write of a partition passes, on its locked row (``fence.guard`` with
-    the namespace's registered digest, epoch and frontier)."""
-    fence.guard(
-        token, namespace=cfg.namespace, digest=registered, epoch=epoch, installed=installed,
-        expected_next=expected_next,
-    )
-
-
-def lookup_namespace(db: Database, cfg: Config) -> tuple[int, dict[StockKey, int]]:
-    """Find the namespace's rows without writing anything (read-only commands).
-
-    Raises NamespaceUnknown when the schema, its migrations or the namespace's
-    registration are missing, MigrationError when the schema disagrees with
-    the code, ConfigMismatch when it is registered with another digest.
-    Returns (ns_id, key ids) like ``register_namespace``.
-    """
-    digest = cfg.digest()
-    with db.transaction(f"looking up namespace {cfg.namespace!r}", snapshot=True) as conn:
-        try:
-            migrations.check_current(conn, db.schema)
-        except MigrationError:
-            raise
-        except SchemaError as e:
-            detail = str(e).split("; run the migrations")[0]
-            raise NamespaceUnknown(cfg.namespace, db.where, db.schema, detail) from None
-        row = conn.execute(
-            "SELECT ns_id, config_digest FROM namespaces WHERE name = %s", (cfg.namespace,)
-        ).fetchone()
-        if row is None:
-            detail = f"schema {db.schema!r} has no namespace of that name"
-            raise NamespaceUnknown(cfg.namespace, db.where, db.schema, detail)
-        ns_id, registered = row
-        same_configuration(cfg, registered, digest)
-        rows = conn.execute(
-            "SELECT key_id, item, location FROM stock_keys WHERE ns_id = %s", (ns_id,)
-        ).fetchall()
-    return ns_id, {StockKey(i, loc): kid for kid, i, loc in rows}
-
-
-# ---------------------------------------------------------------- SQL
-
-_LOCK_PARTITION = """
-SELECT p.epoch, p.next_offset, p.last_sequence, p.batches_total, n.config_digest
-FROM partitions p JOIN namespaces n ON n.ns_id = p.ns_id
-WHERE p.ns_id = %s AND p.partition = %s
-FOR UPDATE OF p
-"""
-
-_CLAIM = """
-UPDATE partitions p SET epoch = p.epoch + 1, claim_nonce = %s FROM namespaces n
-WHERE n.ns_id = p.ns_id AND p.ns_id = %s AND p.partition = %s
-RETURNING p.epoch, n.config_digest
-"""
-_OBSERVE_CLAIM = """
-SELECT epoch, claim_nonce FROM partitions WHERE ns_id = %s AND partition = %s FOR UPDATE
-"""
-
-_LOAD_OBSERVATIONS = """
-SELECT key_id, src_offset, txn_id, revision, candidate, kind, valid_day, valid_nod, qty,
-       source_day, source_nod
-FROM observations WHERE key_id = ANY(%s) ORDER BY key_id, src_offset
-"""
-_LOAD_DAYS = """
-SELECT key_id, day, total, active_count, close, alert
-FROM key_days WHERE key_id = ANY(%s) ORDER BY key_id, day
-"""
-_LOAD_OUTPUTS = """
-SELECT key_id, family, day, version, present, close, threshold, status, reasons,
-       cause_offset, cause_txn_id, cause_revision
-FROM outputs WHERE key_id = ANY(%s)
-"""
-
-@dataclass(frozen=True, slots=True)
-class _Sink:
-    """Where a batch's rows of one kind go: a table (or staging table) and its column types."""
-
-    table: sql.Composable
-    columns: tuple[str, ...]
-    types: tuple[str, ...]
-    """PostgreSQL type names, for binary COPY and for array casts."""
-
-    def copy_statement(self) -> sql.Composed:
-        return sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(
-            self.table, sql.SQL(", ").join(map(sql.Identifier, self.columns))
-        )
-
-    def insert_statement(self) -> sql.Composed:
-        return sql.SQL("INSERT INTO {} ({}) SELECT * FROM unnest({})").format(
-            self.table,
-            sql.SQL(", ").join(map(sql.Identifier, self.columns)),
-            sql.SQL(", ").join(sql.SQL("%s::{}[]").format(sql.SQL(t)) for t in self.types),
-        )
-
-    def unnest_source(self) -> sql.Composed:
-        """The rows as array parameters, shaped like the staging table, aliased ``u``."""
-        return sql.SQL("unnest({}) AS u ({})").format(
-            sql.SQL(", ").join(sql.SQL("%s::{}[]").format(sql.SQL(t)) for t in self.types),
-            sql.SQL(", ").join(map(sql.Identifier, self.columns)),
-        )
-
-    def staged_source(self) -> sql.Composed:
-        return sql.SQL("{} AS u").format(self.table)
-
-
-def _stage(name: str) -> sql.Composable:
-    return sql.Identifier("pg_temp", name)
-
-
-_OBSERVATIONS = _Sink(
-    sql.Identifier("observations"),
-    ("key_id", "src_offset", "txn_id", "revision", "candidate", "kind", "valid_day", "valid_nod",
-     "qty", "source_day", "source_nod"),
-    ("int8", "int8", "text", "int8", "int4", "text", "int4", "int8", "int8", "int4", "int8"),
-)
-_OUTBOX = _Sink(
-    sql.Identifier("outbox"),
-    ("ns_id", "partition", "sequence", "envelope"),
-    ("int4", "int4", "int8", "bytea"),
-)
-_STAGE_DAYS = _Sink(
-    _stage("amends_stage_days"),
-    ("key_id", "day", "total", "active_count", "close", "alert"),
-    ("int8", "int4", "numeric", "int8", "int8", "bool"),
-)
-_STAGE_DAY_DELETES = _Sink(_stage("amends_stage_day_deletes"), ("key_id", "day"), ("int8", "int4"))
-_STAGE_OUTPUTS = _Sink(
-    _stage("amends_stage_outputs"),
-    ("key_id", "family", "day", "version", "present", "close", "threshold", "status", "reasons",
-     "cause_offset", "cause_txn_id", "cause_revision"),
-    ("int8", "int2", "int4", "int8", "bool", "int8", "int8", "text", "text", "int8", "text",
-     "int8"),
-)
-COPY_MIN_ROWS = 32
-"""Below this many rows one array-parameter statement (pipelined) beats a COPY round trip."""
-
-# Per-session staging tables; ON COMMIT DELETE ROWS empties them at every commit.
-_CREATE_STAGING = """
-CREATE TEMP TABLE IF NOT EXISTS amends_stage_days
-    (key_id bigint, day int, total numeric, active_count bigint, close bigint, alert boolean)
-    ON COMMIT DELETE ROWS;
-CREATE TEMP TABLE IF NOT EXISTS amends_stage_day_deletes (key_id bigint, day int)
-    ON COMMIT DELETE ROWS;
-CREATE TEMP TABLE IF NOT EXISTS amends_stage_outputs
-    (key_id bigint, family smallint, day int, version bigint, present boolean, close bigint,
-     threshold bigint, status text, reasons text, cause_offset bigint, cause_txn_id text,
-     cause_revision bigint)
-    ON COMMIT DELETE ROWS
-"""
-_APPLY_DAY_DELETES = sql.SQL(
-    "DELETE FROM key_days d USING {} WHERE d.key_id = u.key_id AND d.day = u.day"
-)
-_APPLY_DAYS = sql.SQL("""
-INSERT INTO key_days (key_id, day, total, active_count, close, alert)
-SELECT u.key_id, u.day, u.total, u.active_count, u.close, u.alert FROM {}
-ON CONFLICT (key_id, day) DO UPDATE
-SET total = excluded.total, active_count = excluded.active_count, close = excluded.close,
-    alert = excluded.alert
-""")
-_APPLY_OUTPUTS = sql.SQL("""
-INSERT INTO outputs (key_id, family, day, version, present, close, threshold, status, reasons,
-                     cause_offset, cause_txn_id, cause_revision)
-SELECT u.key_id, u.family, u.day, u.version, u.present, u.close, u.threshold, u.status,
-       u.reasons, u.cause_offset, u.cause_txn_id, u.cause_revision
-FROM {}
-ON CONFLICT (key_id, family, day) DO UPDATE
-SET version = excluded.version, present = excluded.present, close = excluded.close,
-    threshold = excluded.threshold, status = excluded.status, reasons = excluded.reasons,
-    cause_offset = excluded.cause_offset, cause_txn_id = excluded.cause_txn_id,
-    cause_revision = excluded.cause_revision
-""")
-_UPSERTS: tuple[tuple[_Sink, sql.Composed, sql.Composed], ...] = tuple(
-    (sink, stmt.format(sink.staged_source()), stmt.format(sink.unnest_source()))
-    for sink, stmt in (
-        (_STAGE_DAY_DELETES, _APPLY_DAY_DELETES),
-        (_STAGE_DAYS, _APPLY_DAYS),
-        (_STAGE_OUTPUTS, _APPLY_OUTPUTS),
-    )
-)
-"""Day deletes, day upserts, output upserts: each from its staging table (after COPY)
-or straight from array parameters."""
-
-_INSERT_QUARANTINE = """
-INSERT INTO quarantine (ns_id, partition, src_offset, source, raw_value, raw_key, reason, detail)
-SELECT %s, %s, o, s, v, k, r, d
-FROM unnest(%s::bigint[], %s::text[], %s::bytea[], %s::bytea[], %s::text[], %s::text[])
-     AS u(o, s, v, k, r, d)
-"""
-_ADVANCE = """
-UPDATE partitions
-SET next_offset = %s, last_sequence = %s, records_total = records_total + %s,
-    rejected_total = rejected_total + %s, envelopes_total = envelopes_total + %s,
-    batches_total = batches_total + 1, last_commit_at = now()
-WHERE ns_id = %s AND partition = %s
-"""
-_MEASURE = """
-INSERT INTO measurements (ns_id, partition, batch, first_offset, next_offset, records, rejected,
-                          envelopes, compute_us)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
-"""
-_PRUNE_MEASUREMENTS = "DELETE FROM measurements WHERE ns_id = %s AND partition = %s AND batch <= %s"
-MEASUREMENTS_KEPT = 32
-
-
-def _columns(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
-    if not rows:
-        return [[] for _ in range(width)]
-    return [list(c) for c in zip(*rows, strict=True)]
-
-
-# ---------------------------------------------------------------- the cache
-
-
-class _KeyCache:
-    """Working copies of one partition's key states and latest outputs.
-
-    ``stamp`` is the (epoch, frontier) this content reflects, or None while a
-    batch is modifying it in place (then it is trusted by nobody).
-    """
-
-    __slots__ = ("stamp", "keys", "outputs")
-
-    def __init__(self, stamp: tuple[int, int] | None) -> None:
-        self.stamp = stamp
-        self.keys: dict[StockKey, fold.KeyState] = {}
-        self.outputs: dict[OutputID, Envelope] = {}
-
-
 # ---------------------------------------------------------------- the store
 
 
@@ -531,13 +223,20 @@ class PgStore:
         self.digest = cfg.digest()
         self.ns_id = ns_id
         self.key_ids = key_ids
-        self.cache = cache
         self._kc: dict[StockKey, KeyConfig] = {kc.key: kc for kc in cfg.keys}
         self._kc_by_id: dict[int, KeyConfig] = {key_ids[kc.key]: kc for kc in cfg.keys}
-        self._caches: dict[int, _KeyCache] = {}
-        self._transport_keys: dict[bytes, StockKey] = {}
-        self._staged: object = None
-        """The session whose staging tables exist (temp tables live per session)."""
+        self._batches = BatchState(cache)
+        """Key caches, staging session and decoded transport keys, shared with transactions."""
+        self._context = BatchContext(
+            db, cfg, self.digest, ns_id, key_ids, self._kc, self._kc_by_id, self._batches,
+            self._label, self._check_partition, self._load_keys,
+        )
+        """All a processing transaction sees of this store."""
+
+    @property
+    def cache(self) -> bool:
+        """Whether key states are kept between batches (``cache=`` at construction)."""
+        return self._batches.cache
 
     @classmethod
     def open(
@@ -570,7 +269,7 @@ class PgStore:
 
     def close(self) -> None:
         self.db.close()
-        self._caches.clear()
+        self._batches.caches.clear()
 
     def __enter__(self) -> PgStore:
         return self
@@ -603,9 +302,9 @@ class PgStore:
         """
         self._check_partition(partition)
         mine = nonce or self.new_nonce()
-        self._caches.pop(partition, None)
+        self._batches.forget(partition)
         with self.db.transaction(self._label(f"claiming partition {partition}")) as conn:
-            row = conn.execute(_CLAIM, (mine, self.ns_id, partition)).fetchone()
+            row = conn.execute(CLAIM, (mine, self.ns_id, partition)).fetchone()
             assert row is not None
             if row[1] != self.digest:
                 msg = f"namespace {self.cfg.namespace!r} is registered with another configuration"
@@ -627,12 +326,12 @@ class PgStore:
             msg = "settling a claim needs the claimant's nonce"
             raise ValueError(msg)
         self._check_partition(partition)
-        self._caches.pop(partition, None)
+        self._batches.forget(partition)
         label = self._label(f"settling an unknown claim on partition {partition}")
         with self.db.transaction(label) as conn:
             if unknown is not None:
                 self.db.end_backend(conn, unknown.backend)
-            row = conn.execute(_OBSERVE_CLAIM, (self.ns_id, partition)).fetchone()
+            row = conn.execute(OBSERVE_CLAIM, (self.ns_id, partition)).fetchone()
         assert row is not None
         epoch, installed = row
         if installed != nonce:
@@ -665,7 +364,7 @@ class PgStore:
 
     def begin(self, token: Token, expected_next: int) -> ProcessingTx:
         """Open a fenced processing transaction (partition row locked, guard checked)."""
-        return ProcessingTx(self, token, expected_next)
+        return ProcessingTx(self._context, token, expected_next)
 
     def process(
         self,
@@ -719,7 +418,7 @@ class PgStore:
     def stops(self) -> list[PartitionStop]:
         """Partitions stopped by an operation error that the frontier has not moved past."""
         with self.db.transaction(self._label("reading stopped partitions"), snapshot=True) as conn:
-            rows = conn.execute(_CURRENT_STOPS, (self.ns_id,)).fetchall()
+            rows = conn.execute(CURRENT_STOPS, (self.ns_id,)).fetchall()
         return [PartitionStop(*r) for r in rows]
 
     def skips(self) -> list[SkipEntry]:
@@ -732,9 +431,9 @@ class PgStore:
     ) -> list[SkipEntry]:
         """Every skip of the namespace, or only the one at ``at`` = (partition, offset)."""
         if at is None:
-            rows = conn.execute(_READ_SKIPS, (self.ns_id,)).fetchall()
+            rows = conn.execute(READ_SKIPS, (self.ns_id,)).fetchall()
         else:
-            rows = conn.execute(_READ_SKIP, (self.ns_id, *at)).fetchall()
+            rows = conn.execute(READ_SKIP, (self.ns_id, *at)).fetchall()
         return [SkipEntry(*r) for r in rows]
 
     def skipped(self, partition: int, offset: int) -> SkipEntry | None:
@@ -790,10 +489,10 @@ class PgStore:
                 f" at frontier {expected_next}"
             )
             raise SourceMismatch(msg)
-        self._caches.pop(p, None)
+        self._batches.forget(p)
         digest = hashlib.sha256(record.value).hexdigest()
         with self.db.transaction(self._label(f"skipping {p}/{c.offset}")) as conn:
-            row = conn.execute(_LOCK_PARTITION, (self.ns_id, p)).fetchone()
+            row = conn.execute(LOCK_PARTITION, (self.ns_id, p)).fetchone()
             assert row is not None
             epoch, installed, _, _, registered = row
             guard_ownership(self.cfg, token, expected_next, registered, epoch, installed)
@@ -821,10 +520,10 @@ class PgStore:
 
     def settle_skip(self, unknown: CommitUnknown, partition: int, offset: int) -> SkipEntry | None:
         """After a lost reply to ``skip``: its audit entry if it committed, else None (final)."""
-        self._caches.pop(partition, None)
+        self._batches.forget(partition)
         with self.db.transaction(self._label(f"settling an unknown skip of {partition}/{offset}")) as conn:
             self.db.end_backend(conn, unknown.backend)
-            conn.execute(_OBSERVE_CLAIM, (self.ns_id, partition))
+            conn.execute(OBSERVE_CLAIM, (self.ns_id, partition))
             found = self._read_skips(conn, (partition, offset))
         return found[0] if found else None
 
@@ -839,7 +538,7 @@ class PgStore:
         if p is None or unknown.before is None or unknown.after is None:
             msg = f"{unknown.operation}: not a processing commit; re-read state instead"
             raise StoreError(msg)
-        self._caches.pop(p, None)
+        self._batches.forget(p)
         label = self._label(f"resolving an unknown commit on partition {p}")
         with self.db.transaction(label) as conn:
             self.db.end_backend(conn, unknown.backend)
@@ -862,24 +561,14 @@ class PgStore:
 
     # ------------------------------------------------------------ key state
 
-    def _cache_for(self, partition: int, epoch: int, frontier: int) -> _KeyCache:
-        c = self._caches.get(partition)
-        if c is None or c.stamp != (epoch, frontier):
-            c = _KeyCache((epoch, frontier))
-            if self.cache:
-                self._caches[partition] = c
-            else:
-                self._caches.pop(partition, None)
-        return c
-
     def _load_keys(
-        self, conn: psycopg.Connection[Any], cache: _KeyCache, keys: Collection[StockKey]
+        self, conn: psycopg.Connection[Any], cache: KeyCache, keys: Collection[StockKey]
     ) -> None:
         """Read evidence, days and outputs of ``keys`` (one query per table)."""
         ids = sorted(self.key_ids[k] for k in keys)
-        obs = conn.execute(_LOAD_OBSERVATIONS, (ids,)).fetchall()
-        days = conn.execute(_LOAD_DAYS, (ids,)).fetchall()
-        outs = conn.execute(_LOAD_OUTPUTS, (ids,)).fetchall()
+        obs = conn.execute(LOAD_OBSERVATIONS, (ids,)).fetchall()
+        days = conn.execute(LOAD_DAYS, (ids,)).fetchall()
+        outs = conn.execute(LOAD_OUTPUTS, (ids,)).fetchall()
         obs_by = {k: [r[1:] for r in g] for k, g in itertools.groupby(obs, key=lambda r: r[0])}
         days_by = {k: [r[1:] for r in g] for k, g in itertools.groupby(days, key=lambda r: r[0])}
         src = self.cfg.source_incarnation
@@ -892,20 +581,6 @@ class PgStore:
         for r in outs:
             env = codec.envelope_from_row(ns, self._kc_by_id[r[0]], src, r[1:])
             cache.outputs[env.output_id] = env
-
-    def _transport_key(self, raw: bytes | None) -> StockKey | None:
-        """The configured stock key a raw transport key names, or None."""
-        if raw is None:
-            return None
-        k = self._transport_keys.get(raw)
-        if k is None:
-            dec = wire.decode_transport_key(raw)
-            if isinstance(dec, wire.DecodeError) or dec not in self._kc:
-                return None
-            if len(self._transport_keys) < 1_000_000:
-                self._transport_keys[raw] = dec
-            k = dec
-        return k
 
     # ------------------------------------------------------------ outbox
 
@@ -1045,13 +720,13 @@ class PgStore:
                     (ns,),
                 )
             }
-            cache = _KeyCache(None)
+            cache = KeyCache(None)
             if evidence:
                 self._load_keys(conn, cache, [kc.key for kc in self.cfg.keys])
             else:
                 src, nsname = self.cfg.source_incarnation, self.cfg.namespace
                 for r in conn.execute(
-                    _LOAD_OUTPUTS, (sorted(self.key_ids.values()),)
+                    LOAD_OUTPUTS, (sorted(self.key_ids.values()),)
                 ).fetchall():
                     env = codec.envelope_from_row(nsname, self._kc_by_id[r[0]], src, r[1:])
                     cache.outputs[env.output_id] = env
@@ -1093,7 +768,7 @@ class PgStore:
                 )
             )
             skips = tuple(self._read_skips(conn))
-            stops = tuple(PartitionStop(*r) for r in conn.execute(_CURRENT_STOPS, (ns,)))
+            stops = tuple(PartitionStop(*r) for r in conn.execute(CURRENT_STOPS, (ns,)))
         return ProcessingSnapshot(
             self.cfg,
             parts,
@@ -1115,7 +790,7 @@ class PgStore:
         if kc is None:
             msg = f"stock key {key} is not configured"
             raise KeyError(msg)
-        cache = _KeyCache(None)
+        cache = KeyCache(None)
         with self.db.transaction(self._label("reading a projection"), snapshot=True) as conn:
             self._load_keys(conn, cache, [key])
         return cache.keys[key].projection()
@@ -1171,7 +846,7 @@ class PgStore:
         return [r[0] for r in rows]
 
     def _check_replay_all(self, records: Sequence[Record]) -> None:
-        cache = _KeyCache(None)
+        cache = KeyCache(None)
         with self.db.transaction(self._label("checking a replay"), snapshot=True) as conn:
             fronts = dict(
                 conn.execute(
@@ -1217,347 +892,12 @@ class PgStore:
         )
 
 
-# ---------------------------------------------------------------- the transaction
-
-
-@dataclass(slots=True)
-class _DirtyDays:
-    from_day: int
-    removed: set[int] = field(default_factory=set)
-
-
-class ProcessingTx:
-    """One fenced processing transaction: lock and guard on open, writes on commit.
-
-    Use as a context manager; leaving the block without ``commit`` rolls back.
-    Not thread-safe; one at a time per store.
-    """
-
-    def __init__(self, store: PgStore, token: Token, expected_next: int) -> None:
-        self.store = store
-        self.token = token
-        self.partition = p = token.partition
-        self.expected_next = expected_next
-        self.next = expected_next
-        self._open = False
-        self._label = store._label(f"processing partition {p}")
-        cfg = store.cfg
-        if token.namespace != cfg.namespace or token.digest != store.digest:
-            msg = "token belongs to another namespace or configuration"
-            raise FenceError(msg)
-        store._check_partition(p)
-        db = store.db
-        conn = db.begin(self._label)
-        self._open = True
-        try:
-            row = conn.execute(_LOCK_PARTITION, (store.ns_id, p)).fetchone()
-        except psycopg.Error as e:
-            self._abort()
-            raise translate(e, self._label) from e
-        except BaseException:
-            self._abort()
-            raise
-        assert row is not None
-        epoch, installed, last_sequence, batches, digest = row
-        try:
-            guard_ownership(store.cfg, token, expected_next, digest, epoch, installed)
-        except BaseException:
-            self._abort()
-            raise
-        self._conn = conn
-        self.epoch = epoch
-        self.sequence = last_sequence
-        self._batch = batches + 1
-        self._cache = store._cache_for(p, epoch, installed)
-        self._obs: list[tuple[Any, ...]] = []
-        self._days: dict[int, _DirtyDays] = {}
-        self._outputs: dict[OutputID, Envelope] = {}
-        self._outbox: list[OutboxRow] = []
-        self._rejections: list[Rejection] = []
-        self._first: int | None = None
-        self._records = 0
-        self._compute_ns = 0
-        self._staging_created = False
-
-    # ---------------------------------------------------------- lifecycle
-
-    def __enter__(self) -> ProcessingTx:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._open:
-            self._abort()
-
-    def _abort(self) -> None:
-        """Roll back and forget every working copy this transaction touched."""
-        self.store._caches.pop(self.partition, None)
-        if self._open:
-            self._open = False
-            self.store.db.rollback()
-
-    def rollback(self) -> None:
-        self._abort()
-
-    def advance_to(self, until: int) -> None:
-        """Move the frontier to ``until``: the source range below it was read completely.
-
-        Offsets that delivered no record (transaction control records, aborted
-        transactional records, compaction gaps, the recorded marker) are passed
-        over this way; the commit is fenced like any batch, with or without records.
-        """
-        if not self._open:
-            msg = "the processing transaction is no longer open"
-            raise StoreError(msg)
-        if until < self.next:
-            self._abort()
-            msg = f"cannot move partition {self.partition}'s frontier back from {self.next} to {until}"
-            raise SourceMismatch(msg)
-        self.next = until
-
-    # ---------------------------------------------------------- work
-
-    def _state_of(self, key: StockKey) -> fold.KeyState:
-        st = self._cache.keys.get(key)
-        if st is None:
-            self._load([key])
-            st = self._cache.keys[key]
-        return st
-
-    def _load(self, keys: Collection[StockKey]) -> None:
-        try:
-            self.store._load_keys(self._conn, self._cache, keys)
-        except psycopg.Error as e:
-            raise translate(e, self._label) from e
-
-    def apply(self, records: Iterable[Record]) -> None:
-        """Validate, fold and reconcile records in offset order into this transaction."""
-        if not self._open:
-            msg = "the processing transaction is no longer open"
-            raise StoreError(msg)
-        try:
-            self._apply(list(records))
-        except BaseException:
-            self._abort()
-            raise
-
-    def _apply(self, records: list[Record]) -> None:
-        t0 = time.perf_counter_ns()
-        store = self.store
-        cfg = store.cfg
-        cache = self._cache
-        cache.stamp = None  # modified in place from here on
-        p = self.partition
-        src = cfg.source_incarnation
-        # Prefetch every key the batch can touch in one read per table.
-        need: set[StockKey] = set()
-        kcs = store._kc
-        for r in records:
-            k = store._transport_key(r.key)
-            if k is not None and k not in cache.keys and kcs[k].partition == p:
-                need.add(k)
-        if need:
-            self._load(need)
-        keys = cache.keys
-        outputs = cache.outputs
-        key_ids = store.key_ids
-        state_of = self._state_of
-        latest = outputs.get
-        decide = process.decide
-        Rejected = process.Rejected
-        for r in records:
-            c = r.coords
-            check_coordinates(r, source=src, partition=p, frontier=self.next)
-            try:
-                out = decide(cfg, r, state_of, latest)
-            except (CloseOutOfRange, diff.OutputOperationError) as e:
-                msg = (
-                    f"record {p}/{c.offset}: {e}; nothing of this batch was committed."
-                    " The partition stops on this record: review it, then move past it with"
-                    f" `amends skip --config CONFIG --partition {p} --offset {c.offset} --reason TEXT`"
-                )
-                raise BatchAborted(msg, partition=p, offset=c.offset) from e
-            if self._first is None:
-                self._first = c.offset
-            self._records += 1
-            if isinstance(out, Rejected):
-                self._rejections.append(out.rejection)
-            else:
-                d = out.delta
-                txn = d.txn
-                st = keys[d.key]
-                if d.duplicate_of is None:
-                    ident = st.identities.get(txn.txn_id)
-                    cand = len(ident.revisions.get(txn.revision, ())) if ident is not None else 0
-                else:
-                    cand = d.duplicate_of
-                kid = key_ids[d.key]
-                self._obs.append(codec.observation_row(kid, txn, c.offset, cand))
-                rep = d.repair
-                if rep is not None:
-                    dirty = self._days.get(kid)
-                    if dirty is None:
-                        dirty = self._days[kid] = _DirtyDays(rep.from_day)
-                    elif rep.from_day < dirty.from_day:
-                        dirty.from_day = rep.from_day
-                    if rep.old_days != rep.days:
-                        dirty.removed.update(set(rep.old_days).difference(rep.days))
-                st.install(d)
-                if out.envelopes:
-                    seq = self.sequence
-                    if seq + len(out.envelopes) > INT64_MAX:
-                        msg = f"partition {p} has no outbox sequence left"
-                        raise BatchAborted(msg, partition=p, offset=c.offset)
-                    for env in out.envelopes:
-                        seq += 1
-                        self._outbox.append(OutboxRow(p, seq, env))
-                        outputs[env.output_id] = env
-                        self._outputs[env.output_id] = env
-                    self.sequence = seq
-            self.next = c.offset + 1
-        self._compute_ns += time.perf_counter_ns() - t0
-
-    # ---------------------------------------------------------- commit
-
-    def _write(self, conn: psycopg.Connection[Any]) -> None:
-        """Every row of the batch, set-based: COPY for large sets, arrays for tiny ones."""
-        store = self.store
-        ns_id, p = store.ns_id, self.partition
-        keys = self._cache.keys
-        kc_by_id = store._kc_by_id
-        day_rows: list[tuple[Any, ...]] = []
-        deleted: list[tuple[int, int]] = []
-        for kid, dirty in self._days.items():
-            st = keys[kc_by_id[kid].key]
-            start = bisect.bisect_left(st.days, dirty.from_day)
-            day_rows.extend(codec.day_rows(kid, st, start))
-            if dirty.removed:
-                final = set(st.days[start:])
-                deleted.extend((kid, d) for d in dirty.removed if d not in final)
-        key_ids = store.key_ids
-        out_rows = [codec.output_row(key_ids[oid.key], env) for oid, env in self._outputs.items()]
-        outbox = [(ns_id, p, r.sequence, r.envelope.to_bytes()) for r in self._outbox]
-        appends = [(_OBSERVATIONS, self._obs), (_OUTBOX, outbox)]
-        upserts = [
-            (sink, rows, staged_stmt, unnest_stmt)
-            for (sink, staged_stmt, unnest_stmt), rows in zip(
-                _UPSERTS, (deleted, day_rows, out_rows), strict=True
-            )
-        ]
-        # Large sets: binary COPY (into staging tables for upserts). Small sets: one
-        # pipelined statement with array parameters and no staging table at all,
-        # because emptying a temporary table at commit costs more than tiny batches.
-        staged = [rows for _, rows, _, _ in upserts if len(rows) >= COPY_MIN_ROWS]
-        if staged and conn is not store._staged:
-            conn.execute(_CREATE_STAGING)  # remembered only once this transaction commits
-            self._staging_created = True
-        cur = conn.cursor()
-        for sink, rows in [*appends, *[(k, r) for k, r, _, _ in upserts]]:
-            if len(rows) >= COPY_MIN_ROWS:
-                with cur.copy(sink.copy_statement()) as cp:
-                    cp.set_types(list(sink.types))
-                    for row in rows:
-                        cp.write_row(row)
-        with conn.pipeline():
-            for sink, rows in appends:
-                if 0 < len(rows) < COPY_MIN_ROWS:
-                    conn.execute(sink.insert_statement(), _columns(rows, len(sink.types)))
-            for sink, rows, staged_stmt, unnest_stmt in upserts:
-                if len(rows) >= COPY_MIN_ROWS:
-                    conn.execute(staged_stmt)
-                elif rows:
-                    conn.execute(unnest_stmt, _columns(rows, len(sink.types)))
-            if self._rejections:
-                rs = self._rejections
-                conn.execute(
-                    _INSERT_QUARANTINE,
-                    (
-                        ns_id,
-                        p,
-                        [x.record.coords.offset for x in rs],
-                        [x.record.coords.source for x in rs],
-                        [x.record.value for x in rs],
-                        [x.record.key for x in rs],
-                        [x.reason.value for x in rs],
-                        [x.detail for x in rs],
-                    ),
-                )
-            conn.execute(
-                _ADVANCE,
-                (
-                    self.next,
-                    self.sequence,
-                    self._records,
-                    len(self._rejections),
-                    len(self._outbox),
-                    ns_id,
-                    p,
-                ),
-            )
-            conn.execute(
-                _MEASURE,
-                (
-                    ns_id,
-                    p,
-                    self._batch,
-                    self._first,
-                    self.next,
-                    self._records,
-                    len(self._rejections),
-                    len(self._outbox),
-                    self._compute_ns // 1000,
-                ),
-            )
-            conn.execute(_PRUNE_MEASUREMENTS, (ns_id, p, self._batch - MEASUREMENTS_KEPT))
-
-    def commit(self) -> BatchResult:
-        """Write everything, advance the frontier and COMMIT; returns what was installed."""
-        if not self._open:
-            msg = "the processing transaction is no longer open"
-            raise StoreError(msg)
-        conn = self._conn
-        db = self.store.db
-        try:
-            self._write(conn)
-        except psycopg.Error as e:
-            self._abort()
-            raise translate(e, self._label) from e
-        except BaseException:
-            self._abort()
-            raise
-        self._open = False
-        try:
-            db.commit(conn, self._label)
-        except CommitUnknown as e:
-            self.store._caches.pop(self.partition, None)
-            e.partition = self.partition
-            e.before = self.expected_next
-            e.after = self.next
-            raise
-        except BaseException:
-            self.store._caches.pop(self.partition, None)
-            raise
-        if self._staging_created:
-            self.store._staged = conn
-        if self.store.cache:
-            self._cache.stamp = (self.epoch, self.next)
-        return BatchResult(
-            self.partition,
-            self.next,
-            tuple(self._outbox),
-            tuple(self._rejections),
-            self._records - len(self._rejections),
-        )
-
-
 __all__ = [
-    "BatchResult",
     "Measurement",
     "OutboxEntry",
     "PartitionProgress",
     "PartitionStop",
     "PgStore",
     "ProcessingSnapshot",
-    "ProcessingTx",
     "SkipEntry",
-    "register_namespace",
 ]

@@ -35,7 +35,7 @@ from amends_core.view import Effect, ViewDecision, ViewState
 from amends_pipeline.postgres import migrate as migrations
 from amends_pipeline.postgres.connection import DEFAULT_SCHEMA, Database
 from amends_pipeline.postgres.errors import CommitUnknown, StoreError
-from amends_pipeline.postgres.store import lookup_namespace, register_namespace
+from amends_pipeline.postgres.namespace import lookup_namespace, register_namespace
 
 _UPSERT_ROWS = """
 INSERT INTO view_rows (ns_id, output_id, partition, family, item, location, day, version, present,

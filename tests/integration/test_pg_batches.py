@@ -162,7 +162,7 @@ def test_staging_tables_created_by_a_rolled_back_batch_are_created_again(open_st
 
 
 def test_large_batches_take_the_copy_path_with_identical_results(open_store, monkeypatch):
-    from amends_pipeline.postgres import store as pg_store
+    from amends_pipeline.postgres import batch as pg_batch
 
     cfg = b.config([(b.K1, 10**6, 999_990, 0), (b.K2, 10**6, 999_990, 0)])
     recs = b.records([
@@ -173,7 +173,7 @@ def test_large_batches_take_the_copy_path_with_identical_results(open_store, mon
     tok = copied.claim(0)
     for i in range(0, len(recs), 150):
         copied.process(tok, i, recs[i:i + 150])
-    monkeypatch.setattr(pg_store, "COPY_MIN_ROWS", 10**9)
+    monkeypatch.setattr(pg_batch, "COPY_MIN_ROWS", 10**9)
     arrays = open_store(cfg.with_namespace("arrays"))
     tok2 = arrays.claim(0)
     for i in range(0, len(recs), 150):

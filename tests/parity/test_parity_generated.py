@@ -30,7 +30,7 @@ from amends_core.ledger import (
     StockKey,
     Transaction,
 )
-from amends_pipeline.postgres import store as pg_store
+from amends_pipeline.postgres import batch as pg_batch
 from tests.parity.harness import MemoryAdapter, PgAdapter, World, run_schedule
 
 SOURCE = "gen-source 'v1'"
@@ -156,8 +156,8 @@ def run_both(
     cfg = cfg.with_namespace(f"gen-{next(_namespaces)}")
     mem = MemoryAdapter(cfg)
     pg = PgAdapter(dsn, schema, cfg, cache=cache)
-    threshold = pg_store.COPY_MIN_ROWS
-    pg_store.COPY_MIN_ROWS = 1 if copy_all else threshold
+    threshold = pg_batch.COPY_MIN_ROWS
+    pg_batch.COPY_MIN_ROWS = 1 if copy_all else threshold
     try:
         wm, wp = World(cfg, copy.deepcopy(source)), World(cfg, copy.deepcopy(source))
         tm = run_schedule(mem, wm, plan)
@@ -166,7 +166,7 @@ def run_both(
         assert wp.output == wm.output
         assert_same(mem, pg)
     finally:
-        pg_store.COPY_MIN_ROWS = threshold
+        pg_batch.COPY_MIN_ROWS = threshold
         pg.close()
 
 

@@ -1,0 +1,512 @@
+"""The batch transaction: one fenced batch locked, guarded, folded and written in one go.
+
+``PgStore.begin`` opens a ``ProcessingTx`` with its ``BatchContext``: the
+namespace's fixed facts, the ``BatchState`` the store keeps between batches and
+the few store operations a batch calls. The transaction uses nothing else of
+the store.
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+
+from amends_core import diff, fence, fold, process, wire
+from amends_core.errors import FenceError, SourceMismatch
+from amends_core.fence import check_coordinates
+from amends_core.ledger import (
+    INT64_MAX,
+    CloseOutOfRange,
+    Config,
+    Envelope,
+    KeyConfig,
+    OutputID,
+    Record,
+    Rejection,
+    StockKey,
+)
+from amends_core.ports import OutboxRow, Token
+from amends_pipeline.postgres import codec
+from amends_pipeline.postgres.connection import Database
+from amends_pipeline.postgres.errors import BatchAborted, CommitUnknown, StoreError, translate
+from amends_pipeline.postgres.sql import (
+    ADVANCE,
+    CREATE_STAGING,
+    INSERT_QUARANTINE,
+    LOCK_PARTITION,
+    MEASURE,
+    OBSERVATIONS,
+    OUTBOX,
+    PRUNE_MEASUREMENTS,
+    UPSERTS,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchResult:
+    """What one committed batch installed."""
+
+    partition: int
+    frontier: int
+    """The exclusive source frontier after the batch."""
+    rows: tuple[OutboxRow, ...]
+    """Outbox rows committed, in sequence order."""
+    rejections: tuple[Rejection, ...]
+    accepted: int
+
+
+COPY_MIN_ROWS = 32
+"""Below this many rows one array-parameter statement (pipelined) beats a COPY round trip."""
+
+MEASUREMENTS_KEPT = 32
+
+
+def _columns(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
+    if not rows:
+        return [[] for _ in range(width)]
+    return [list(c) for c in zip(*rows, strict=True)]
+
+
+# ---------------------------------------------------------------- the cache
+
+
+class KeyCache:
+    """Working copies of one partition's key states and latest outputs.
+
+    ``stamp`` is the (epoch, frontier) this content reflects, or None while a
+    batch is modifying it in place (then it is trusted by nobody).
+    """
+
+    __slots__ = ("stamp", "keys", "outputs")
+
+    def __init__(self, stamp: tuple[int, int] | None) -> None:
+        self.stamp = stamp
+        self.keys: dict[StockKey, fold.KeyState] = {}
+        self.outputs: dict[OutputID, Envelope] = {}
+
+
+class BatchState:
+    """What a store keeps between its batches, shared with its transactions.
+
+    ``caches``: the working copies per partition, trusted only while their stamp is
+    the partition row's (epoch, frontier); ``staged``: the session whose staging
+    tables exist; ``transport_keys``: raw transport keys already decoded.
+    """
+
+    __slots__ = ("cache", "caches", "staged", "transport_keys")
+
+    def __init__(self, cache: bool) -> None:
+        self.cache = cache
+        """Keep key states between batches (``PgStore(cache=...)``)."""
+        self.caches: dict[int, KeyCache] = {}
+        self.staged: object = None
+        """The session whose staging tables exist (temp tables live per session)."""
+        self.transport_keys: dict[bytes, StockKey] = {}
+
+    def cache_for(self, partition: int, epoch: int, frontier: int) -> KeyCache:
+        c = self.caches.get(partition)
+        if c is None or c.stamp != (epoch, frontier):
+            c = KeyCache((epoch, frontier))
+            if self.cache:
+                self.caches[partition] = c
+            else:
+                self.caches.pop(partition, None)
+        return c
+
+    def forget(self, partition: int) -> None:
+        """Drop the partition's working copies: nobody may trust them any more."""
+        self.caches.pop(partition, None)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchContext:
+    """What a processing transaction needs of its store; ``PgStore`` builds one at construction."""
+
+    db: Database
+    cfg: Config
+    digest: str
+    ns_id: int
+    key_ids: Mapping[StockKey, int]
+    key_configs: Mapping[StockKey, KeyConfig]
+    configs_by_id: Mapping[int, KeyConfig]
+    state: BatchState
+    label: Callable[[str], str]
+    """The store's operation label (``db.label`` naming the namespace)."""
+    check_partition: Callable[[int], None]
+    """SourceMismatch unless the partition is configured."""
+    load_keys: Callable[[psycopg.Connection[Any], KeyCache, Collection[StockKey]], None]
+    """Read evidence, days and outputs of keys into a cache (one query per table)."""
+
+    def transport_key(self, raw: bytes | None) -> StockKey | None:
+        """The configured stock key a raw transport key names, or None."""
+        if raw is None:
+            return None
+        memo = self.state.transport_keys
+        k = memo.get(raw)
+        if k is None:
+            dec = wire.decode_transport_key(raw)
+            if isinstance(dec, wire.DecodeError) or dec not in self.key_configs:
+                return None
+            if len(memo) < 1_000_000:
+                memo[raw] = dec
+            k = dec
+        return k
+
+
+def guard_ownership(
+    cfg: Config, token: Token, expected_next: int, registered: str, epoch: int, installed: int
+) -> None:
+    """The fence every write of a partition passes, on its locked row (``fence.guard`` with
+    the namespace's registered digest, epoch and frontier)."""
+    fence.guard(
+        token, namespace=cfg.namespace, digest=registered, epoch=epoch, installed=installed,
+        expected_next=expected_next,
+    )
+
+
+# ---------------------------------------------------------------- the transaction
+
+
+@dataclass(slots=True)
+class _DirtyDays:
+    from_day: int
+    removed: set[int] = field(default_factory=set)
+
+
+class ProcessingTx:
+    """One fenced processing transaction: lock and guard on open, writes on commit.
+
+    Use as a context manager; leaving the block without ``commit`` rolls back.
+    Not thread-safe; one at a time per store.
+    """
+
+    def __init__(self, ctx: BatchContext, token: Token, expected_next: int) -> None:
+        self.ctx = ctx
+        self.token = token
+        self.partition = p = token.partition
+        self.expected_next = expected_next
+        self.next = expected_next
+        self._open = False
+        self._label = ctx.label(f"processing partition {p}")
+        cfg = ctx.cfg
+        if token.namespace != cfg.namespace or token.digest != ctx.digest:
+            msg = "token belongs to another namespace or configuration"
+            raise FenceError(msg)
+        ctx.check_partition(p)
+        db = ctx.db
+        conn = db.begin(self._label)
+        self._open = True
+        try:
+            row = conn.execute(LOCK_PARTITION, (ctx.ns_id, p)).fetchone()
+        except psycopg.Error as e:
+            self._abort()
+            raise translate(e, self._label) from e
+        except BaseException:
+            self._abort()
+            raise
+        assert row is not None
+        epoch, installed, last_sequence, batches, digest = row
+        try:
+            guard_ownership(ctx.cfg, token, expected_next, digest, epoch, installed)
+        except BaseException:
+            self._abort()
+            raise
+        self._conn = conn
+        self.epoch = epoch
+        self.sequence = last_sequence
+        self._batch = batches + 1
+        self._cache = ctx.state.cache_for(p, epoch, installed)
+        self._obs: list[tuple[Any, ...]] = []
+        self._days: dict[int, _DirtyDays] = {}
+        self._outputs: dict[OutputID, Envelope] = {}
+        self._outbox: list[OutboxRow] = []
+        self._rejections: list[Rejection] = []
+        self._first: int | None = None
+        self._records = 0
+        self._compute_ns = 0
+        self._staging_created = False
+
+    # ---------------------------------------------------------- lifecycle
+
+    def __enter__(self) -> ProcessingTx:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._open:
+            self._abort()
+
+    def _abort(self) -> None:
+        """Roll back and forget every working copy this transaction touched."""
+        self.ctx.state.forget(self.partition)
+        if self._open:
+            self._open = False
+            self.ctx.db.rollback()
+
+    def rollback(self) -> None:
+        self._abort()
+
+    def advance_to(self, until: int) -> None:
+        """Move the frontier to ``until``: the source range below it was read completely.
+
+        Offsets that delivered no record (transaction control records, aborted
+        transactional records, compaction gaps, the recorded marker) are passed
+        over this way; the commit is fenced like any batch, with or without records.
+        """
+        if not self._open:
+            msg = "the processing transaction is no longer open"
+            raise StoreError(msg)
+        if until < self.next:
+            self._abort()
+            msg = f"cannot move partition {self.partition}'s frontier back from {self.next} to {until}"
+            raise SourceMismatch(msg)
+        self.next = until
+
+    # ---------------------------------------------------------- work
+
+    def _state_of(self, key: StockKey) -> fold.KeyState:
+        st = self._cache.keys.get(key)
+        if st is None:
+            self._load([key])
+            st = self._cache.keys[key]
+        return st
+
+    def _load(self, keys: Collection[StockKey]) -> None:
+        try:
+            self.ctx.load_keys(self._conn, self._cache, keys)
+        except psycopg.Error as e:
+            raise translate(e, self._label) from e
+
+    def apply(self, records: Iterable[Record]) -> None:
+        """Validate, fold and reconcile records in offset order into this transaction."""
+        if not self._open:
+            msg = "the processing transaction is no longer open"
+            raise StoreError(msg)
+        try:
+            self._apply(list(records))
+        except BaseException:
+            self._abort()
+            raise
+
+    def _apply(self, records: list[Record]) -> None:
+        t0 = time.perf_counter_ns()
+        ctx = self.ctx
+        cfg = ctx.cfg
+        cache = self._cache
+        cache.stamp = None  # modified in place from here on
+        p = self.partition
+        src = cfg.source_incarnation
+        # Prefetch every key the batch can touch in one read per table.
+        need: set[StockKey] = set()
+        kcs = ctx.key_configs
+        for r in records:
+            k = ctx.transport_key(r.key)
+            if k is not None and k not in cache.keys and kcs[k].partition == p:
+                need.add(k)
+        if need:
+            self._load(need)
+        keys = cache.keys
+        outputs = cache.outputs
+        key_ids = ctx.key_ids
+        state_of = self._state_of
+        latest = outputs.get
+        decide = process.decide
+        Rejected = process.Rejected
+        for r in records:
+            c = r.coords
+            check_coordinates(r, source=src, partition=p, frontier=self.next)
+            try:
+                out = decide(cfg, r, state_of, latest)
+            except (CloseOutOfRange, diff.OutputOperationError) as e:
+                msg = (
+                    f"record {p}/{c.offset}: {e}; nothing of this batch was committed."
+                    " The partition stops on this record: review it, then move past it with"
+                    f" `amends skip --config CONFIG --partition {p} --offset {c.offset} --reason TEXT`"
+                )
+                raise BatchAborted(msg, partition=p, offset=c.offset) from e
+            if self._first is None:
+                self._first = c.offset
+            self._records += 1
+            if isinstance(out, Rejected):
+                self._rejections.append(out.rejection)
+            else:
+                d = out.delta
+                txn = d.txn
+                st = keys[d.key]
+                if d.duplicate_of is None:
+                    ident = st.identities.get(txn.txn_id)
+                    cand = len(ident.revisions.get(txn.revision, ())) if ident is not None else 0
+                else:
+                    cand = d.duplicate_of
+                kid = key_ids[d.key]
+                self._obs.append(codec.observation_row(kid, txn, c.offset, cand))
+                rep = d.repair
+                if rep is not None:
+                    dirty = self._days.get(kid)
+                    if dirty is None:
+                        dirty = self._days[kid] = _DirtyDays(rep.from_day)
+                    elif rep.from_day < dirty.from_day:
+                        dirty.from_day = rep.from_day
+                    if rep.old_days != rep.days:
+                        dirty.removed.update(set(rep.old_days).difference(rep.days))
+                st.install(d)
+                if out.envelopes:
+                    seq = self.sequence
+                    if seq + len(out.envelopes) > INT64_MAX:
+                        msg = f"partition {p} has no outbox sequence left"
+                        raise BatchAborted(msg, partition=p, offset=c.offset)
+                    for env in out.envelopes:
+                        seq += 1
+                        self._outbox.append(OutboxRow(p, seq, env))
+                        outputs[env.output_id] = env
+                        self._outputs[env.output_id] = env
+                    self.sequence = seq
+            self.next = c.offset + 1
+        self._compute_ns += time.perf_counter_ns() - t0
+
+    # ---------------------------------------------------------- commit
+
+    def _write(self, conn: psycopg.Connection[Any]) -> None:
+        """Every row of the batch, set-based: COPY for large sets, arrays for tiny ones."""
+        ctx = self.ctx
+        ns_id, p = ctx.ns_id, self.partition
+        keys = self._cache.keys
+        kc_by_id = ctx.configs_by_id
+        day_rows: list[tuple[Any, ...]] = []
+        deleted: list[tuple[int, int]] = []
+        for kid, dirty in self._days.items():
+            st = keys[kc_by_id[kid].key]
+            start = bisect.bisect_left(st.days, dirty.from_day)
+            day_rows.extend(codec.day_rows(kid, st, start))
+            if dirty.removed:
+                final = set(st.days[start:])
+                deleted.extend((kid, d) for d in dirty.removed if d not in final)
+        key_ids = ctx.key_ids
+        out_rows = [codec.output_row(key_ids[oid.key], env) for oid, env in self._outputs.items()]
+        outbox = [(ns_id, p, r.sequence, r.envelope.to_bytes()) for r in self._outbox]
+        appends = [(OBSERVATIONS, self._obs), (OUTBOX, outbox)]
+        upserts = [
+            (sink, rows, staged_stmt, unnest_stmt)
+            for (sink, staged_stmt, unnest_stmt), rows in zip(
+                UPSERTS, (deleted, day_rows, out_rows), strict=True
+            )
+        ]
+        # Large sets: binary COPY (into staging tables for upserts). Small sets: one
+        # pipelined statement with array parameters and no staging table at all,
+        # because emptying a temporary table at commit costs more than tiny batches.
+        staged = [rows for _, rows, _, _ in upserts if len(rows) >= COPY_MIN_ROWS]
+        if staged and conn is not ctx.state.staged:
+            conn.execute(CREATE_STAGING)  # remembered only once this transaction commits
+            self._staging_created = True
+        cur = conn.cursor()
+        for sink, rows in [*appends, *[(k, r) for k, r, _, _ in upserts]]:
+            if len(rows) >= COPY_MIN_ROWS:
+                with cur.copy(sink.copy_statement()) as cp:
+                    cp.set_types(list(sink.types))
+                    for row in rows:
+                        cp.write_row(row)
+        with conn.pipeline():
+            for sink, rows in appends:
+                if 0 < len(rows) < COPY_MIN_ROWS:
+                    conn.execute(sink.insert_statement(), _columns(rows, len(sink.types)))
+            for sink, rows, staged_stmt, unnest_stmt in upserts:
+                if len(rows) >= COPY_MIN_ROWS:
+                    conn.execute(staged_stmt)
+                elif rows:
+                    conn.execute(unnest_stmt, _columns(rows, len(sink.types)))
+            if self._rejections:
+                rs = self._rejections
+                conn.execute(
+                    INSERT_QUARANTINE,
+                    (
+                        ns_id,
+                        p,
+                        [x.record.coords.offset for x in rs],
+                        [x.record.coords.source for x in rs],
+                        [x.record.value for x in rs],
+                        [x.record.key for x in rs],
+                        [x.reason.value for x in rs],
+                        [x.detail for x in rs],
+                    ),
+                )
+            conn.execute(
+                ADVANCE,
+                (
+                    self.next,
+                    self.sequence,
+                    self._records,
+                    len(self._rejections),
+                    len(self._outbox),
+                    ns_id,
+                    p,
+                ),
+            )
+            conn.execute(
+                MEASURE,
+                (
+                    ns_id,
+                    p,
+                    self._batch,
+                    self._first,
+                    self.next,
+                    self._records,
+                    len(self._rejections),
+                    len(self._outbox),
+                    self._compute_ns // 1000,
+                ),
+            )
+            conn.execute(PRUNE_MEASUREMENTS, (ns_id, p, self._batch - MEASUREMENTS_KEPT))
+
+    def commit(self) -> BatchResult:
+        """Write everything, advance the frontier and COMMIT; returns what was installed."""
+        if not self._open:
+            msg = "the processing transaction is no longer open"
+            raise StoreError(msg)
+        conn = self._conn
+        db = self.ctx.db
+        try:
+            self._write(conn)
+        except psycopg.Error as e:
+            self._abort()
+            raise translate(e, self._label) from e
+        except BaseException:
+            self._abort()
+            raise
+        self._open = False
+        try:
+            db.commit(conn, self._label)
+        except CommitUnknown as e:
+            self.ctx.state.forget(self.partition)
+            e.partition = self.partition
+            e.before = self.expected_next
+            e.after = self.next
+            raise
+        except BaseException:
+            self.ctx.state.forget(self.partition)
+            raise
+        if self._staging_created:
+            self.ctx.state.staged = conn
+        if self.ctx.state.cache:
+            self._cache.stamp = (self.epoch, self.next)
+        return BatchResult(
+            self.partition,
+            self.next,
+            tuple(self._outbox),
+            tuple(self._rejections),
+            self._records - len(self._rejections),
+        )
+
+
+
+__all__ = [
+    "BatchContext",
+    "BatchResult",
+    "BatchState",
+    "KeyCache",
+    "ProcessingTx",
+    "guard_ownership",
+]
