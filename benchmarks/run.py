@@ -15,6 +15,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from amends_pipeline.commands import bench as bench_command
 from benchmarks.harness import Figure, merge_report, write_report
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,21 +94,8 @@ OPT_IN: dict[str, Suite] = {"verify-memory": _verify_memory}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--tiny", action="store_true", help="tiny sizes (seconds); numbers are meaningless")
-    p.add_argument("--runs", type=int, default=5, help="runs per core figure (median, min, max)")
-    p.add_argument("--runs-slow", type=int, default=3, help="runs per figure of the slower suites")
-    p.add_argument("--oracle-records", type=int, nargs="+", default=[1_000_000, 10_000_000], metavar="N")
-    p.add_argument(
-        "--only", action="append", choices=sorted(SUITES | OPT_IN),
-        help="run only these suites (repeatable); their groups replace the same groups of an existing"
-        " report at --out, every other figure there is kept",
-    )
-    p.add_argument("--core-days", type=int, nargs="+", default=[1_000, 10_000, 100_000], metavar="N")
-    p.add_argument("--verify-records", type=int, default=5_000_000, metavar="N",
-                   help="verify-memory (opt-in, --only): source records to verify")
-    p.add_argument("--baseline-checkout", type=Path, default=None, metavar="PATH",
-                   help="verify-memory: also measure the verify of this checkout (e.g. 9aee8a1)")
-    p.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"), help="markdown report path")
+    """The options of `amends bench` (declared with the command), writing under this checkout."""
+    bench_command.add_arguments(p, ROOT / "docs" / "benchmarks.md")
 
 
 def execute(a: argparse.Namespace) -> int:

@@ -1,18 +1,55 @@
-"""``amends bench``: run the benchmark suites and write docs/benchmarks.md."""
+"""``amends bench``: run the benchmark suites and write docs/benchmarks.md.
+
+The options are declared here; the suites live in the ``benchmarks`` package of
+a checkout, which is imported only when the command runs, so no other command
+(and nothing a production process runs) loads benchmark code.
+"""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
-from benchmarks import run as bench_run
+SUITE_NAMES = ("core", "durable", "oracle", "compute", "simulator", "end-to-end", "dagster")
+"""The suites of a default run, in order (``benchmarks.run.SUITES`` has exactly these)."""
+OPT_IN_NAMES = ("verify-memory",)
+"""Suites that run only when named with --only (``benchmarks.run.OPT_IN``)."""
+DEFAULT_OUT = Path("docs") / "benchmarks.md"
+
+
+def add_arguments(p: argparse.ArgumentParser, out: Path = DEFAULT_OUT) -> None:
+    p.add_argument("--tiny", action="store_true", help="tiny sizes (seconds); numbers are meaningless")
+    p.add_argument("--runs", type=int, default=5, help="runs per core figure (median, min, max)")
+    p.add_argument("--runs-slow", type=int, default=3, help="runs per figure of the slower suites")
+    p.add_argument("--oracle-records", type=int, nargs="+", default=[1_000_000, 10_000_000], metavar="N")
+    p.add_argument(
+        "--only", action="append", choices=sorted(SUITE_NAMES + OPT_IN_NAMES),
+        help="run only these suites (repeatable); their groups replace the same groups of an existing"
+        " report at --out, every other figure there is kept",
+    )
+    p.add_argument("--core-days", type=int, nargs="+", default=[1_000, 10_000, 100_000], metavar="N")
+    p.add_argument("--verify-records", type=int, default=5_000_000, metavar="N",
+                   help="verify-memory (opt-in, --only): source records to verify")
+    p.add_argument("--baseline-checkout", type=Path, default=None, metavar="PATH",
+                   help="verify-memory: also measure the verify of this checkout (e.g. 9aee8a1)")
+    p.add_argument("--out", default=str(out), help="markdown report path")
+
+
+def _execute(a: argparse.Namespace) -> int:
+    from benchmarks import run as bench_run  # a checkout's benchmarks, only for this command
+
+    if a.out == str(DEFAULT_OUT):  # the default report is the checkout's, wherever this runs
+        a.out = str(bench_run.ROOT / DEFAULT_OUT)
+    return bench_run.execute(a)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "bench",
         help="run the benchmarks and write docs/benchmarks.md (+ .json)",
-        description=bench_run.__doc__,
+        description="Run every benchmark and write docs/benchmarks.md and docs/benchmarks.json"
+        " (`--tiny`: seconds, what CI runs to keep the code honest).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    bench_run.add_arguments(p)
-    p.set_defaults(func=bench_run.execute)
+    add_arguments(p)
+    p.set_defaults(func=_execute)
