@@ -26,15 +26,21 @@ def guard(
     """FenceError unless ``token`` is this namespace's and configuration's (``digest``, as
     registered) at the installed ``epoch``; FrontierMismatch unless the writer's
     ``expected_next`` is the ``installed`` frontier."""
-    if token.namespace != namespace or token.digest != digest:
-        msg = "token belongs to another namespace or configuration"
-        raise FenceError(msg)
+    check_scope(token, namespace=namespace, digest=digest)
     if token.epoch != epoch:
         msg = f"epoch {token.epoch} was replaced by {epoch} on partition {token.partition}"
         raise FenceError(msg)
     if expected_next != installed:
         msg = f"expected frontier {expected_next}, installed {installed}"
         raise FrontierMismatch(msg)
+
+
+def check_scope(token: Token, *, namespace: str, digest: str) -> None:
+    """FenceError unless ``token`` was issued for this namespace and configuration ``digest``
+    (the first part of ``guard``; a store may check it before it locks anything)."""
+    if token.namespace != namespace or token.digest != digest:
+        msg = "token belongs to another namespace or configuration"
+        raise FenceError(msg)
 
 
 def check_coordinates(record: Record, *, source: str, partition: int, frontier: int) -> None:
@@ -52,4 +58,4 @@ def check_coordinates(record: Record, *, source: str, partition: int, frontier: 
         raise SourceMismatch(msg)
 
 
-__all__ = ["check_coordinates", "guard"]
+__all__ = ["check_coordinates", "check_scope", "guard"]

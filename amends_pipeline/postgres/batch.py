@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import bisect
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
 
 from amends_core import diff, fence, fold, process, wire
-from amends_core.errors import FenceError, SourceMismatch
+from amends_core.errors import SourceMismatch
 from amends_core.fence import check_coordinates
 from amends_core.ledger import (
     INT64_MAX,
@@ -194,28 +195,17 @@ class ProcessingTx:
         self._open = False
         self._label = ctx.label(f"processing partition {p}")
         cfg = ctx.cfg
-        if token.namespace != cfg.namespace or token.digest != ctx.digest:
-            msg = "token belongs to another namespace or configuration"
-            raise FenceError(msg)
+        fence.check_scope(token, namespace=cfg.namespace, digest=ctx.digest)
         ctx.check_partition(p)
         db = ctx.db
         conn = db.begin(self._label)
         self._open = True
-        try:
+        with self._aborting():
             row = conn.execute(LOCK_PARTITION, (ctx.ns_id, p)).fetchone()
-        except psycopg.Error as e:
-            self._abort()
-            raise translate(e, self._label) from e
-        except BaseException:
-            self._abort()
-            raise
         assert row is not None
         epoch, installed, last_sequence, batches, digest = row
-        try:
+        with self._aborting():
             guard_ownership(ctx.cfg, token, expected_next, digest, epoch, installed)
-        except BaseException:
-            self._abort()
-            raise
         self._conn = conn
         self.epoch = epoch
         self.sequence = last_sequence
@@ -239,6 +229,18 @@ class ProcessingTx:
     def __exit__(self, *exc: object) -> None:
         if self._open:
             self._abort()
+
+    @contextmanager
+    def _aborting(self) -> Iterator[None]:
+        """Roll the transaction back on any error inside the block; driver errors leave as ours."""
+        try:
+            yield
+        except psycopg.Error as e:
+            self._abort()
+            raise translate(e, self._label) from e
+        except BaseException:
+            self._abort()
+            raise
 
     def _abort(self) -> None:
         """Roll back and forget every working copy this transaction touched."""
@@ -468,14 +470,8 @@ class ProcessingTx:
             raise StoreError(msg)
         conn = self._conn
         db = self.ctx.db
-        try:
+        with self._aborting():
             self._write(conn)
-        except psycopg.Error as e:
-            self._abort()
-            raise translate(e, self._label) from e
-        except BaseException:
-            self._abort()
-            raise
         self._open = False
         try:
             db.commit(conn, self._label)

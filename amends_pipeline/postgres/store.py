@@ -41,9 +41,8 @@ from typing import Any
 
 import psycopg
 
-from amends_core import fold, preflight
+from amends_core import fence, fold, preflight
 from amends_core.errors import (
-    FenceError,
     FrontierMismatch,
     OutboxOrderError,
     SourceMismatch,
@@ -479,9 +478,7 @@ class PgStore:
         CommitUnknown (settle with ``settle_skip``).
         """
         p, c = token.partition, record.coords
-        if token.namespace != self.cfg.namespace or token.digest != self.digest:
-            msg = "token belongs to another namespace or configuration"
-            raise FenceError(msg)
+        fence.check_scope(token, namespace=self.cfg.namespace, digest=self.digest)
         self._check_partition(p)
         if c.source != self.cfg.source_incarnation or c.partition != p or c.offset < expected_next:
             msg = (
