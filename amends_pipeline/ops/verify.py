@@ -180,13 +180,12 @@ def verify_namespace(rt: Runtime, config: str = "CONFIG.json") -> Report:
                 return without_skips({p: recs}, snap.skips)[p]
 
             def recompute() -> OracleResult:
-                nonlocal lost
                 try:
                     return compute_by_partition(cfg, read)
                 except OffsetLost as e:
                     reasons.append(f"retention removed records while verification read them: {e}")
                     nothing: dict[int, list[Record]] = {p: [] for p in range(cfg.partitions)}
-                    lost = lost_records(store, nothing, ends.source)
+                    lost[:] = lost_records(store, nothing, ends.source)
                     return oracle_compute(cfg, nothing)
 
             oracle = run_oracle(recompute)
