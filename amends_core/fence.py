@@ -3,8 +3,9 @@
 ``guard`` is the ownership fence: a writer's token must be for this namespace and
 configuration, at the epoch still installed, and the writer must expect the
 frontier that is installed. ``check_coordinates`` keeps a record to its source,
-its partition and the part of it not yet consumed. The memory store calls both
-on its state; the PostgreSQL store calls them on the partition row it locked.
+its partition and the part of it not yet consumed. ``settled`` answers whether a
+batch whose commit reply was lost committed. The memory store calls them on its
+state; the PostgreSQL store calls them on the partition row it locked.
 """
 
 from __future__ import annotations
@@ -59,3 +60,22 @@ def check_coordinates(record: Record, *, source: str, partition: int, frontier: 
 
 
 __all__ = ["check_coordinates", "check_scope", "guard"]
+
+
+def settled(partition: int, installed: int, *, before: int, after: int) -> bool:
+    """Whether a batch whose commit reply was lost committed, from the frontier installed now.
+
+    The caller has made sure that the batch can no longer commit (the PostgreSQL
+    store ends the server process that received the COMMIT and locks the
+    partition row). ``before`` and ``after`` are the frontiers the batch started
+    from and would install; any third value means another owner moved it.
+    """
+    if installed == after:
+        return True
+    if installed == before:
+        return False
+    msg = (
+        f"partition {partition} frontier is {installed}, neither {before} (not committed)"
+        f" nor {after} (committed); another owner moved it"
+    )
+    raise FrontierMismatch(msg)

@@ -1,8 +1,9 @@
 """A fault-free memory pipeline: worker -> outbox -> relay -> output log -> view.
 
-Used by ``amends compute --engine incremental`` and ``amends demo``. The
-simulator drives the same store and view step by step with faults; this
-driver simply runs every enabled step to completion.
+Used by ``amends compute --engine incremental`` and ``amends demo``. It runs
+the production role logic (``amends_core.roles``) over the memory adapters
+(``amends_core.adapters``), every enabled step to completion; the simulator
+drives the same logic step by step with faults.
 """
 
 from __future__ import annotations
@@ -10,9 +11,14 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable
 
-from amends_core.ledger import Config, Record
-from amends_core.ports import OutboxRow, Token
+from amends_core.adapters import MemoryOutput, MemoryProcessing, MemorySource, MemoryView
+from amends_core.errors import BatchAborted
+from amends_core.ledger import CloseOutOfRange, Config, Record
+from amends_core.ports import OutboxRow
 from amends_core.result import ComputeResult, RejectionRef
+from amends_core.roles.relay import Relay
+from amends_core.roles.view import View, ViewStopped
+from amends_core.roles.worker import Worker
 from amends_core.store.memory import MemoryStore
 from amends_core.view import ViewState
 
@@ -26,9 +32,19 @@ class MemoryPipeline:
         self._offsets: dict[int, list[int]] = {p: [] for p in range(cfg.partitions)}
         """The offsets of ``source``, kept alongside so that appending never rebuilds them."""
         self.output: dict[int, list[bytes]] = {p: [] for p in range(cfg.partitions)}
-        self.tokens: dict[int, Token] = {p: self.store.claim(p) for p in range(cfg.partitions)}
         self.committed: list[OutboxRow] = []
         """Every outbox row in commit order (for demonstrations and tests)."""
+        processing = MemoryProcessing(self.store)
+        log = MemoryOutput(self.output)
+        parts = range(cfg.partitions)
+        # One record per batch: a memory batch of several records would copy the store
+        # to stay all-or-nothing, and the outcome is the same.
+        self.workers = {
+            p: Worker(processing, MemorySource(self.source[p], self._offsets[p]), p, batch_size=1)
+            for p in parts
+        }
+        self.relays = {p: Relay(processing, log, p, batch_size=1000) for p in parts}
+        self.views = {p: View(MemoryView(self.view), log, p, batch_size=1000) for p in parts}
 
     def append(self, records: Iterable[Record]) -> None:
         """Add records to the source; each partition stays in offset order.
@@ -56,29 +72,40 @@ class MemoryPipeline:
         return log[-1].coords.offset + 1 if log else 0
 
     def run_worker(self, partition: int) -> int:
-        tok = self.tokens[partition]
+        """Process the partition to its end; returns the records processed.
+
+        A record the fold cannot compute (a close outside int64) raises
+        CloseOutOfRange, as the partition cannot pass it.
+        """
+        w = self.workers[partition]
+        outbox = self.store.outbox[partition]
         done = 0
-        for r in self.source[partition]:
-            if r.coords.offset >= self.store.frontier(partition):
-                self.committed.extend(self.store.process(tok, r))
-                done += 1
-        return done
+        while True:
+            seen = len(outbox)
+            try:
+                r = w.step()
+            except BatchAborted as e:
+                if isinstance(e.__cause__, CloseOutOfRange):
+                    raise e.__cause__ from None
+                raise
+            self.committed.extend(outbox[seen:])
+            done += r.records
+            if r.lag == 0:
+                return done
 
     def run_relay(self, partition: int) -> int:
         done = 0
-        while (row := self.store.pending(partition)) is not None:
-            self.output[partition].append(row.envelope.to_bytes())
-            self.store.acknowledge(partition, row.sequence)
-            done += 1
+        while published := self.relays[partition].step().published:
+            done += published
         return done
 
     def run_view(self, partition: int) -> int:
-        log = self.output[partition]
         done = 0
-        while self.view.frontier(partition) < len(log) and partition not in self.view.stopped:
-            off = self.view.frontier(partition)
-            self.view.apply(partition, off, log[off])
-            done += 1
+        try:
+            while applied := self.views[partition].step().applied:
+                done += applied
+        except ViewStopped:
+            pass  # stays stopped; the caller looks at ``view.stopped``
         return done
 
     def drain(self) -> None:

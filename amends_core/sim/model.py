@@ -1,11 +1,16 @@
-"""The deterministic simulation model: every actor of the pipeline, one step at a time.
+"""The deterministic simulation: the production role logic, one step at a time, with faults.
 
 A ``Model`` holds the declared source list, a ``MemoryStore``, a ``ViewState``,
-one output log per partition, the workers' ownership tokens and local
-frontiers, a logical clock, retained-start markers, retry state and an event
-log. ``step`` advances exactly one explicitly chosen actor; nothing happens on
-its own and nothing is random here (randomness lives in the generator, which
-only ever produces explicit steps).
+one output log per partition, a logical clock, retained-start markers, retry
+state and an event log, and per partition the *production* worker, relay and
+view steps (``amends_core.roles``) wired to them through the memory adapters.
+The simulator's faults are injected at the port boundary, by the adapters in
+``amends_core.sim.faults``: a step's outcome decides whether the commit (or
+publication) it makes lands and whether its reply arrives. ``step`` advances
+exactly one explicitly chosen actor; nothing happens on its own and nothing
+is random here (randomness lives in the generator, which only ever produces
+explicit steps). Every step reads at most one record: the roles run with a
+batch size of 1, so schedules interleave at the finest grain.
 
 Each step names an outcome. ``commit`` and ``unknown-committed`` install the
 effect (or let the publication land); ``abort`` and ``unknown-aborted`` do not.
@@ -14,21 +19,25 @@ outcome the actor sees a lost reply, whatever really happened. An ``Event``
 keeps both sides: ``installed`` (what happened) and ``observed`` (what the
 actor saw), so tests can tell recovery behaviour from the harness's knowledge.
 
-Recovery rules after a lost reply:
-  worker  forgets its local frontier and rereads the installed one;
-  view    always starts from its installed output frontier;
-  claim   forgets the local token; the next worker attempt observes the
-          installed one (this assumes the modelled assignment is still ours).
+Recovery rules after a lost reply are the production ones:
+  worker  settles the batch in the store (``resolve_unknown``), forgets its
+          local frontier and rereads the installed one;
+  view    settles the apply and goes on from its installed output frontier;
+  claim   settles by its own nonce (``settle_claim``): it adopts the installed
+          epoch only when its claim installed it, and claims again otherwise;
+  relay   acknowledges only delivered rows; a retry republishes them.
 
-Two actors extend the reference vocabulary: ``prepare`` lets the worker
-prepare and *hold* a decision, so that a ``claim`` can land between prepare and
-commit (the stale-owner order where the old decision must fail its guard), and
+Two actors extend the reference vocabulary: ``prepare`` runs the first half of
+the production worker step (``Worker.prepare``: read a batch under the current
+token) and *holds* it, so that a ``claim`` can land between reading and
+committing (the stale-owner order where the old batch must fail its fence), and
 ``redeliver`` makes the output transport deliver an older record again (stale
 delivery, which the view's retained versions must defeat).
 
 Subclasses in ``amends_core.sim.variants`` override the hook methods
-(``new_store``, ``new_view``, ``oracle``, ``relay_publish`` ...) to build
-deliberately broken variants; the core modules are never edited for that.
+(``new_store``, ``new_view``, ``new_worker``, ``new_relay``, ``oracle``) to
+build deliberately broken variants, each a subclass of the production store,
+view or role logic; no core module is edited for that.
 """
 
 from __future__ import annotations
@@ -40,12 +49,24 @@ from dataclasses import dataclass
 
 from amends_core import oracle as oracle_mod
 from amends_core import verify
-from amends_core.errors import FenceError, OperationError
+from amends_core.errors import BatchAborted, FenceError, OperationError
 from amends_core.ledger import CloseOutOfRange, Config, Envelope, Record
 from amends_core.ports import Token
+from amends_core.roles.relay import Relay
+from amends_core.roles.view import View, ViewStopped
+from amends_core.roles.worker import Batch, ClaimUnsettled, StepResult, Worker
+from amends_core.sim.faults import (
+    Aborted,
+    FaultyLog,
+    FaultyProcessing,
+    FaultyView,
+    Injected,
+    Outcome,
+    SimSource,
+)
 from amends_core.sim.retry import Gate, RetryBook
-from amends_core.store.memory import Decision, MemoryStore
-from amends_core.view import Effect, ViewState
+from amends_core.store.memory import MemoryStore
+from amends_core.view import ViewState
 
 
 class Actor(enum.StrEnum):
@@ -75,23 +96,6 @@ RESUMES = {
     Actor.RESUME_RELAY: Actor.RELAY,
     Actor.RESUME_VIEW: Actor.VIEW,
 }
-
-
-class Outcome(enum.StrEnum):
-    COMMIT = "commit"
-    ABORT = "abort"
-    UNKNOWN_COMMITTED = "unknown-committed"
-    UNKNOWN_ABORTED = "unknown-aborted"
-
-    @property
-    def installed(self) -> bool:
-        """Whether the effect really happens."""
-        return self in (Outcome.COMMIT, Outcome.UNKNOWN_COMMITTED)
-
-    @property
-    def known(self) -> bool:
-        """Whether the actor receives the reply."""
-        return self in (Outcome.COMMIT, Outcome.ABORT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +188,39 @@ def _sorted_source(cfg: Config, records: Iterable[Record]) -> dict[int, list[Rec
     return by_p
 
 
+def _batch_where(batch: Batch) -> str:
+    first = batch.records[0].coords.offset if batch.records else batch.frontier
+    return f"offset {first} epoch {batch.token.epoch}"
+
+
+class _Armed:
+    """Arms a port with a step's outcome for the duration of that step."""
+
+    def __init__(self, port: Injected, outcome: Outcome) -> None:
+        self.port = port
+        self.outcome = outcome
+
+    def __enter__(self) -> Injected:
+        self.port.arm(self.outcome)
+        return self.port
+
+    def __exit__(self, *exc: object) -> None:
+        self.port.disarm()
+
+
+class _Cursors:
+    """The workers' local frontiers as a mapping (reading and setting them, for tests)."""
+
+    def __init__(self, workers: dict[int, Worker]) -> None:
+        self.workers = workers
+
+    def __getitem__(self, partition: int) -> int | None:
+        return self.workers[partition].cursor
+
+    def __setitem__(self, partition: int, value: int | None) -> None:
+        self.workers[partition].cursor = value
+
+
 class Model:
     """Serial model of source, worker, store, relay, output log and view."""
 
@@ -194,12 +231,8 @@ class Model:
         self.store = self.new_store(cfg)
         self.view = self.new_view(cfg)
         self.output: dict[int, list[Envelope]] = {p: [] for p in range(cfg.partitions)}
-        self.tokens: dict[int, Token | None] = {
-            p: self.store.claim(p) for p in range(cfg.partitions)
-        }
-        self.cursor: dict[int, int | None] = {p: None for p in range(cfg.partitions)}
-        """The worker's local idea of its frontier; None means reread the installed one."""
-        self.held: dict[int, Decision] = {}
+        self.held: dict[int, Batch] = {}
+        """Batches read by ``prepare`` and not yet committed, per partition."""
         self.time = 0
         self.retained: dict[int, int] = {p: 0 for p in range(cfg.partitions)}
         """First source offset still retained; positive means the required prefix is gone."""
@@ -208,8 +241,19 @@ class Model:
         self.acks: dict[int, list[int]] = {p: [] for p in range(cfg.partitions)}
         """Outbox sequences in the order the relay acknowledged them."""
         self.installs: list[tuple[int, int, int]] = []
-        """Installed worker commits: (partition, decision epoch, epoch installed at commit)."""
+        """Installed worker commits: (partition, batch epoch, epoch installed at commit)."""
         self._oracle_cache: dict[tuple[int, ...], oracle_mod.OracleResult] = {}
+        self.processing = FaultyProcessing(self.store, self)
+        self.log = FaultyLog(self.output)
+        self.view_store = FaultyView(self.view)
+        parts = range(cfg.partitions)
+        self.workers = {p: self.new_worker(p) for p in parts}
+        self.relays = {p: self.new_relay(p) for p in parts}
+        self.views = {p: View(self.view_store, self.log, p, batch_size=1) for p in parts}
+        for w in self.workers.values():
+            w.claim()
+        self.cursor = _Cursors(self.workers)
+        """The workers' local frontiers (None: reread the installed one), by partition."""
         self.safety = None
         if safety:
             from amends_core.sim.safety import Safety
@@ -223,6 +267,15 @@ class Model:
 
     def new_view(self, cfg: Config) -> ViewState:
         return ViewState(cfg)
+
+    def new_worker(self, partition: int) -> Worker:
+        """The production worker step over the fault-injecting adapters, one record per batch."""
+        source = SimSource(self.source[partition], self._offsets[partition])
+        return Worker(self.processing, source, partition, batch_size=1)
+
+    def new_relay(self, partition: int) -> Relay:
+        """The production relay step, one outbox row per publication."""
+        return Relay(self.processing, self.log, partition, batch_size=1)
 
     def oracle(self, by_partition: Mapping[int, Sequence[Record]]) -> oracle_mod.OracleResult:
         """The independent full-history computation (raises CloseOutOfRange)."""
@@ -329,127 +382,101 @@ class Model:
 
     # ------------------------------------------------------------ worker
 
-    def token(self, partition: int) -> Token:
-        """The worker's token; after a lost claim reply it observes the installed one."""
-        tok = self.tokens[partition]
-        if tok is None:
-            tok = self.store.observe(partition)
-            self.tokens[partition] = tok
-        return tok
+    def token(self, partition: int) -> Token | None:
+        """The token the worker holds (None after a claim it could not settle)."""
+        return self.workers[partition].token
 
-    def local_frontier(self, partition: int) -> int:
-        cur = self.cursor[partition]
-        if cur is None:
-            cur = self.store.frontier(partition)
-            self.cursor[partition] = cur
-        return cur
-
-    def _prepare_next(self, partition: int) -> Decision | tuple[Observation, bool, str]:
-        tok = self.token(partition)
-        frontier = self.local_frontier(partition)
-        rec = self.next_record(partition, frontier)
-        if rec is None:
-            return (Observation.IDLE, False, "")
-        try:
-            return self.store.prepare(tok, frontier, rec)
-        except CloseOutOfRange as e:
-            return (Observation.ARITHMETIC, False, f"offset {rec.coords.offset}: {e}")
-        except OperationError as e:
-            self.cursor[partition] = None
-            return (Observation.REFUSED, False, f"prepare: {type(e).__name__}: {e}")
+    def _armed(self, port: Injected, outcome: Outcome) -> _Armed:
+        return _Armed(port, outcome)
 
     def _prepare(self, partition: int) -> tuple[Observation, bool, str]:
         if partition in self.held:
             return (Observation.IDLE, False, "a decision is already held")
-        d = self._prepare_next(partition)
-        if not isinstance(d, Decision):
-            return d
-        self.held[partition] = d
-        c = d.record.coords
-        return (Observation.HELD, False, f"offset {c.offset} epoch {d.token.epoch}")
+        got = self._read(partition)
+        if not isinstance(got, Batch):
+            return got
+        self.held[partition] = got
+        return (Observation.HELD, False, _batch_where(got))
+
+    def _read(self, partition: int) -> Batch | tuple[Observation, bool, str]:
+        """The first half of the production step: claim if needed, read one record."""
+        try:
+            got = self.workers[partition].prepare()
+        except OperationError as e:
+            return (Observation.REFUSED, False, f"prepare: {type(e).__name__}: {e}")
+        if isinstance(got, StepResult):
+            return (Observation.IDLE, False, "")
+        return got
 
     def _worker(self, step: Step) -> tuple[Observation, bool, str]:
         p = step.partition
-        d = self.held.pop(p, None)
-        if d is None:
-            prepared = self._prepare_next(p)
-            if not isinstance(prepared, Decision):
-                return prepared
-            d = prepared
-        return self.worker_commit(d, step.outcome)
-
-    def worker_commit(self, d: Decision, outcome: Outcome) -> tuple[Observation, bool, str]:
-        p = d.token.partition
-        off = d.record.coords.offset
-        where = f"offset {off} epoch {d.token.epoch}"
-        if outcome.installed:
-            epoch = self.store.observe(p).epoch
+        batch = self.held.pop(p, None)
+        held = batch is not None
+        if batch is None:
+            got = self._read(p)
+            if not isinstance(got, Batch):
+                return got
+            batch = got
+        where = _batch_where(batch)
+        port = self.processing
+        with self._armed(port, step.outcome):
             try:
-                self.store.commit(d)
-                self.installs.append((p, d.token.epoch, epoch))
+                self.workers[p].commit(batch)
+            except Aborted:
+                return (Observation.ABORTED, False, where)
+            except BatchAborted as e:
+                cause = e.__cause__
+                if isinstance(cause, CloseOutOfRange):
+                    return (Observation.ARITHMETIC, False, f"offset {e.offset}: {cause}")
+                return (Observation.REFUSED, False, f"{where}: {e}")
             except OperationError as e:
-                self.cursor[p] = None
-                if not outcome.known:
-                    return (Observation.UNKNOWN, False, f"{where}: {e}")
-                obs = Observation.FENCED if isinstance(e, FenceError) else Observation.REFUSED
-                return (obs, False, f"{where}: {e}")
-        if outcome is Outcome.COMMIT:
-            self.cursor[p] = off + 1
-            return (Observation.DONE, True, where)
-        if outcome is Outcome.ABORT:
-            return (Observation.ABORTED, False, where)
-        self.after_lost_worker_reply(p, d)
-        return (Observation.UNKNOWN, outcome.installed, where)
-
-    def after_lost_worker_reply(self, partition: int, d: Decision) -> None:
-        """Recovery rule: forget the local frontier so the next attempt rereads it."""
-        self.cursor[partition] = None
+                # A fence refusal is the rule working only for a batch read before a
+                # replacement claim landed; anything else means the worker used a
+                # token or frontier that was not installed.
+                obs = Observation.FENCED if held and isinstance(e, FenceError) else Observation.REFUSED
+                return (obs, port.installed, f"{where}: {e}")
+        if port.lost:
+            tail = f": {port.detail}" if port.detail else ""
+            return (Observation.UNKNOWN, port.installed, where + tail)
+        return (Observation.DONE, True, where)
 
     # ------------------------------------------------------------ claim
 
     def _claim(self, step: Step) -> tuple[Observation, bool, str]:
-        p = step.partition
-        tok = self.store.claim(p) if step.outcome.installed else None
-        if step.outcome is Outcome.COMMIT:
-            assert tok is not None
-            self.tokens[p] = tok
-            self.cursor[p] = None  # a new owner reads the installed frontier
-            return (Observation.DONE, True, f"epoch {tok.epoch}")
-        if step.outcome is Outcome.ABORT:
-            return (Observation.ABORTED, False, "")
-        self.after_lost_claim_reply(p)
-        return (Observation.UNKNOWN, tok is not None, "")
-
-    def after_lost_claim_reply(self, partition: int) -> None:
-        """Recovery rule: forget the token (and frontier); the worker observes later."""
-        self.tokens[partition] = None
-        self.cursor[partition] = None
+        """The production claim (a fresh nonce per attempt, settled by nonce) under the outcome."""
+        port = self.processing
+        with self._armed(port, step.outcome):
+            try:
+                tok = self.workers[step.partition].claim()
+            except Aborted:
+                return (Observation.ABORTED, False, "")
+            except ClaimUnsettled as e:
+                return (Observation.UNKNOWN, port.installed, str(e))
+        if port.lost:
+            return (Observation.UNKNOWN, port.installed, f"epoch {tok.epoch}")
+        return (Observation.DONE, True, f"epoch {tok.epoch}")
 
     # ------------------------------------------------------------ relay
 
     def _relay(self, step: Step) -> tuple[Observation, bool, str]:
-        p = step.partition
-        row = self.store.pending(p)
-        if row is None:
+        port = self.log
+        with self._armed(port, step.outcome):
+            try:
+                r = self.relays[step.partition].step()
+            except Aborted:
+                return (Observation.ABORTED, False, port.detail)
+            except OperationError as e:
+                if port.lost or step.outcome is Outcome.ABORT:
+                    obs = Observation.UNKNOWN if port.lost else Observation.ABORTED
+                    return (obs, port.installed, port.detail)
+                return (Observation.REFUSED, port.installed, f"{port.detail}: {e}")
+        if r.published == 0:
             return (Observation.IDLE, False, "")
-        return self.relay_publish(p, row.sequence, row.envelope, step.outcome)
-
-    def relay_publish(
-        self, partition: int, sequence: int, env: Envelope, outcome: Outcome
-    ) -> tuple[Observation, bool, str]:
-        where = f"sequence {sequence}"
-        if outcome.installed:
-            self.output[partition].append(env)
-        if outcome is Outcome.COMMIT:
-            self.acknowledge(partition, sequence)
-            return (Observation.DONE, True, where)
-        if outcome is Outcome.ABORT:
-            return (Observation.ABORTED, False, where)
-        return (Observation.UNKNOWN, outcome.installed, where)
+        return (Observation.DONE, True, port.detail)
 
     def acknowledge(self, partition: int, sequence: int) -> None:
-        self.store.acknowledge(partition, sequence)
-        self.acks[partition].append(sequence)
+        """Acknowledge one row through the relay's outbox port (as a relay would)."""
+        self.processing.acknowledge_many(partition, [(sequence, None)])
 
     # ------------------------------------------------------------ view
 
@@ -457,21 +484,19 @@ class Model:
         p = step.partition
         if p in self.view.stopped:
             return (Observation.STOPPED, False, self.view.stopped[p])
-        off = self.view.frontier(p)
-        log = self.output[p]
-        if off >= len(log):
+        port = self.view_store
+        with self._armed(port, step.outcome):
+            try:
+                r = self.views[p].step()
+            except Aborted:
+                return (Observation.ABORTED, False, port.detail)
+            except ViewStopped:
+                return (Observation.STOPPED, port.installed, f"{port.detail}: {self.view.stopped.get(p, '')}")
+        if r.applied == 0:
             return (Observation.IDLE, False, "")
-        d = self.view.decide(p, off, log[off])
-        where = f"offset {off} {d.effect.value}"
-        if step.outcome.installed:
-            self.view.install(d)
-        if d.effect is Effect.PROTOCOL_ERROR:
-            return (Observation.STOPPED, step.outcome.installed, f"{where}: {d.diagnostic}")
-        if step.outcome is Outcome.COMMIT:
-            return (Observation.DONE, True, where)
-        if step.outcome is Outcome.ABORT:
-            return (Observation.ABORTED, False, where)
-        return (Observation.UNKNOWN, step.outcome.installed, where)
+        if port.lost:
+            return (Observation.UNKNOWN, port.installed, port.detail)
+        return (Observation.DONE, True, port.detail)
 
     # ------------------------------------------------------------ transport fault
 
@@ -576,7 +601,8 @@ class Model:
 
         Retention, range and configuration are checked first, then every record
         is preflighted by the store before it claims an administrative epoch;
-        nothing else changes. The worker afterwards observes the new epoch.
+        nothing else changes. The worker is then replaced by a new one, which
+        claims the next epoch (a replaced owner never adopts another's epoch).
         """
         if not 0 <= partition < self.cfg.partitions:
             msg = f"partition {partition} is not configured"
@@ -599,8 +625,9 @@ class Model:
         lo = bisect.bisect_left(self._offsets[partition], start)
         hi = bisect.bisect_left(self._offsets[partition], until)
         tok = self.store.replay(partition, self.source[partition][lo:hi])
-        self.tokens[partition] = None
-        self.cursor[partition] = None
+        # The replay's epoch fences the running worker, as in production, where its
+        # process stops; the worker that takes over claims an epoch of its own.
+        self.workers[partition] = self.new_worker(partition)
         return tok
 
     def installed_frontiers(self) -> dict[int, int]:
@@ -616,3 +643,9 @@ def rebuild(model: Model, namespace: str) -> Model:
     fresh = type(model)(model.cfg.with_namespace(namespace), model.records())
     fresh.drain()
     return fresh
+
+
+__all__ = [
+    "RESUMES", "RETRYING", "Actor", "DrainStalled", "Event", "Model", "Observation", "Outcome",
+    "ReplayRefused", "Step", "rebuild",
+]

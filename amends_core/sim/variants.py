@@ -1,33 +1,39 @@
 """Deliberately broken variants, used only by sensitivity tests.
 
-Each variant is a ``Model`` subclass that wraps or subclasses one component
-(store, view, relay, worker recovery, oracle); no core module is edited. A
-variant that no scenario or seed catches is a gap in the checks. Nothing in
-the library or the command line switches these on.
+Each variant is a ``Model`` subclass that swaps one component for a subclass
+of the production one: the memory store or view state, or the production
+worker or relay step of ``amends_core.roles`` with one rule overridden. So
+each variant breaks a code path production runs, and no core module is
+edited for it. A variant that no scenario or seed catches is a gap in the
+checks. Nothing in the library or the command line switches these on.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from amends_core import fold, process
+from amends_core.errors import CommitUnknown
 from amends_core.ledger import Config, Envelope, OutputID, Record, Transaction
 from amends_core.oracle import OracleResult
-from amends_core.ports import OutboxRow, Token
-from amends_core.sim.model import Model, Observation, Outcome
-from amends_core.store.memory import Decision, MemoryStore
+from amends_core.ports import Delivery, OutboxRow, Token
+from amends_core.roles.relay import Relay
+from amends_core.roles.worker import Batch, Worker
+from amends_core.sim.model import Model
+from amends_core.store.memory import Decision, MemoryStore, PartitionState
 from amends_core.view import Effect, ViewDecision, ViewState
 
 # ---------------------------------------------------------------- stores
 
 
 class _NoEpochStore(MemoryStore):
-    """Commit without re-checking the ownership epoch."""
+    """Fence every batch without checking the ownership epoch."""
 
-    def commit(self, decision: Decision) -> list[OutboxRow]:
-        current = self.observe(decision.token.partition)
-        return super().commit(replace(decision, token=current))
+    def _guard(self, token: Token, expected_next: int) -> PartitionState:
+        current = self.observe(token.partition)
+        return super()._guard(replace(token, epoch=current.epoch), expected_next)
 
 
 class _ViewDiffStore(MemoryStore):
@@ -66,11 +72,17 @@ class _AnyOrderAckStore(MemoryStore):
         rows = self.unacked(partition)
         return rows[0] if rows else None
 
+    def pending_rows(self, partition: int, limit: int) -> list[OutboxRow]:
+        return self.unacked(partition)[:limit]
+
     def pending_count(self, partition: int) -> int:
         return len(self.unacked(partition))
 
     def acknowledge(self, partition: int, sequence: int) -> None:
         self.acked_rows[partition].add(sequence)
+
+    def acknowledge_many(self, partition: int, sequences: list[int]) -> None:
+        self.acked_rows[partition].update(sequences)
 
 
 # ---------------------------------------------------------------- views
@@ -89,7 +101,7 @@ class _ForgetfulView(ViewState):
 
 
 class NoEpochCheck(Model):
-    """The store's commit skips the epoch check: a replaced owner can still commit."""
+    """The store's fence skips the epoch check: a replaced owner can still commit."""
 
     def new_store(self, cfg: Config) -> MemoryStore:
         return _NoEpochStore(cfg)
@@ -122,16 +134,47 @@ class ForgetsTombstones(Model):
         return _ForgetfulView(cfg)
 
 
+class _SkippingRelay(Relay):
+    """Acknowledges every row it tried to publish, delivered or not."""
+
+    def receipts(self, rows: Sequence[Any], delivery: Delivery) -> list[tuple[int, int | None]]:
+        return [(r.sequence, delivery.delivered.get(r.sequence)) for r in rows]
+
+
+class _NewestFirstRelay(Relay):
+    """Publishes the newest pending row first."""
+
+    def pending(self) -> Sequence[Any]:
+        store = self.outbox.store  # type: ignore[attr-defined]
+        assert isinstance(store, _AnyOrderAckStore)
+        rows = store.unacked(self.partition)
+        return rows[-1:]
+
+
+class _AssumesAbortedWorker(Worker):
+    """After a lost commit reply, keeps its local frontier where the batch started."""
+
+    def settle_lost_commit(self, unknown: CommitUnknown, batch: Batch) -> bool:
+        self.cursor = batch.frontier
+        return False
+
+
+class _KeepsTokenWorker(Worker):
+    """After a lost claim reply, keeps the token it held before claiming."""
+
+    def claim(self) -> Token:
+        self._previous = self.token
+        return super().claim()
+
+    def settle_claim(self, nonce: str, unknown: CommitUnknown) -> Token | None:
+        return self._previous
+
+
 class RelaySkips(Model):
     """The relay acknowledges a row even when its publication was refused."""
 
-    def relay_publish(
-        self, partition: int, sequence: int, env: Envelope, outcome: Outcome
-    ) -> tuple[Observation, bool, str]:
-        if outcome is Outcome.ABORT:
-            self.acknowledge(partition, sequence)
-            return (Observation.ABORTED, False, f"sequence {sequence} acknowledged anyway")
-        return super().relay_publish(partition, sequence, env, outcome)
+    def new_relay(self, partition: int) -> Relay:
+        return _SkippingRelay(self.processing, self.log, partition, batch_size=1)
 
 
 class RelayOutOfOrder(Model):
@@ -140,27 +183,24 @@ class RelayOutOfOrder(Model):
     def new_store(self, cfg: Config) -> MemoryStore:
         return _AnyOrderAckStore(cfg)
 
-    def _relay(self, step):  # type: ignore[no-untyped-def]
-        assert isinstance(self.store, _AnyOrderAckStore)
-        rows = self.store.unacked(step.partition)
-        if not rows:
-            return (Observation.IDLE, False, "")
-        row = rows[-1]
-        return self.relay_publish(step.partition, row.sequence, row.envelope, step.outcome)
+    def new_relay(self, partition: int) -> Relay:
+        return _NewestFirstRelay(self.processing, self.log, partition, batch_size=1)
 
 
 class WorkerAssumesAborted(Model):
     """After a lost commit reply the worker keeps its local frontier (assumes nothing landed)."""
 
-    def after_lost_worker_reply(self, partition: int, d: Decision) -> None:
-        self.cursor[partition] = d.record.coords.offset
+    def new_worker(self, partition: int) -> Worker:
+        w = super().new_worker(partition)
+        return _AssumesAbortedWorker(w.store, w.source, partition, batch_size=1)
 
 
 class ClaimKeepsToken(Model):
-    """After a lost claim reply the worker keeps its old token instead of observing."""
+    """After a lost claim reply the worker keeps its old token instead of settling by nonce."""
 
-    def after_lost_claim_reply(self, partition: int) -> None:
-        self.cursor[partition] = None
+    def new_worker(self, partition: int) -> Worker:
+        w = super().new_worker(partition)
+        return _KeepsTokenWorker(w.store, w.source, partition, batch_size=1)
 
 
 class LatestDeliveryOracle(Model):

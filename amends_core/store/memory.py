@@ -157,6 +157,22 @@ class MemoryStore:
         """Prepare and commit in one call (the common, fault-free path)."""
         return self.commit(self.prepare(token, self.frontier(token.partition), record))
 
+    def advance(self, token: Token, expected_next: int, until: int) -> None:
+        """Move the frontier to ``until`` over offsets that delivered nothing (guarded)."""
+        ps = self._guard(token, expected_next)
+        if until < ps.next:
+            msg = f"cannot move partition {token.partition} back from {ps.next} to {until}"
+            raise SourceMismatch(msg)
+        ps.next = until
+
+    def restore(self, saved: MemoryStore) -> None:
+        """Put back everything ``saved`` (a ``snapshot`` of this store) held: an aborted batch."""
+        self.partitions = saved.partitions
+        self.keys = saved.keys
+        self.outputs = saved.outputs
+        self.outbox = saved.outbox
+        self.rejections = saved.rejections
+
     # ------------------------------------------------------------ outbox
 
     def pending(self, partition: int) -> OutboxRow | None:
@@ -165,8 +181,23 @@ class MemoryStore:
         rows = self.outbox[partition]
         return rows[ps.acked] if ps.acked < len(rows) else None
 
+    def pending_rows(self, partition: int, limit: int) -> list[OutboxRow]:
+        """The earliest ``limit`` unacknowledged rows of a partition, in sequence order."""
+        acked = self._partition(partition).acked
+        return self.outbox[partition][acked : acked + max(0, limit)]
+
     def pending_count(self, partition: int) -> int:
         return len(self.outbox[partition]) - self._partition(partition).acked
+
+    def acknowledge_many(self, partition: int, sequences: list[int]) -> None:
+        """Acknowledge the pending prefix named by ``sequences``, or nothing at all."""
+        want = [r.sequence for r in self.pending_rows(partition, len(sequences))]
+        for i, seq in enumerate(sequences):
+            if i >= len(want) or want[i] != seq:
+                shown = want[i] if i < len(want) else None
+                msg = f"acknowledge {seq} on partition {partition}, pending is {shown}"
+                raise OutboxOrderError(msg)
+        self.partitions[partition].acked += len(sequences)
 
     def acknowledge(self, partition: int, sequence: int) -> None:
         """Acknowledge exactly the pending row; anything else is refused."""

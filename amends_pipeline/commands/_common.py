@@ -42,6 +42,7 @@ def operational(fn: Callable[..., int]) -> Callable[..., int]:
     @functools.wraps(fn)
     def wrapper(*args: object, **kwargs: object) -> int:
         from amends_core.errors import OperationError
+        from amends_core.roles.worker import ClaimUnsettled
         from amends_pipeline.kafka.topics import KafkaError, KafkaUnavailable
         from amends_pipeline.manifest import ManifestMissing
         from amends_pipeline.postgres.errors import (
@@ -56,7 +57,7 @@ def operational(fn: Callable[..., int]) -> Callable[..., int]:
         except NamespaceUnknown as e:  # name the configuration file the user passed
             config = getattr(args[0], "config", None) if args else None
             raise UsageError(redact(e.message(config or "CONFIG.json"))) from None
-        except (StoreUnavailable, KafkaUnavailable, SchemaError, ManifestMissing) as e:
+        except (StoreUnavailable, ClaimUnsettled, KafkaUnavailable, SchemaError, ManifestMissing) as e:
             raise UsageError(redact(e)) from None
         except (OperationError, StoreError, KafkaError) as e:
             print(redact(f"amends: {type(e).__name__}: {e}"), file=sys.stderr)

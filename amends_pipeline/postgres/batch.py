@@ -31,7 +31,7 @@ from amends_core.ledger import (
     Rejection,
     StockKey,
 )
-from amends_core.ports import OutboxRow, Token
+from amends_core.ports import BatchResult, OutboxRow, Token
 from amends_pipeline.postgres import codec
 from amends_pipeline.postgres.connection import Database
 from amends_pipeline.postgres.errors import BatchAborted, CommitUnknown, StoreError, translate
@@ -46,20 +46,6 @@ from amends_pipeline.postgres.sql import (
     PRUNE_MEASUREMENTS,
     UPSERTS,
 )
-
-
-@dataclass(frozen=True, slots=True)
-class BatchResult:
-    """What one committed batch installed."""
-
-    partition: int
-    frontier: int
-    """The exclusive source frontier after the batch."""
-    rows: tuple[OutboxRow, ...]
-    """Outbox rows committed, in sequence order."""
-    rejections: tuple[Rejection, ...]
-    accepted: int
-
 
 COPY_MIN_ROWS = 32
 """Below this many rows one array-parameter statement (pipelined) beats a COPY round trip."""

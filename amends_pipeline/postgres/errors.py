@@ -11,7 +11,9 @@ from __future__ import annotations
 import psycopg
 from psycopg import errors as pgerr
 
-from amends_core.errors import FenceError, OperationError
+from amends_core import errors as core_errors
+from amends_core.errors import BatchAborted as BatchAborted
+from amends_core.errors import FenceError, Transient
 from amends_pipeline.redaction import redact
 
 
@@ -19,7 +21,7 @@ class StoreError(Exception):
     """Base of every error raised by the PostgreSQL adapter."""
 
 
-class StoreUnavailable(StoreError, OperationError):
+class StoreUnavailable(StoreError, Transient):
     """The database cannot be reached or used (wrong DSN, missing database, lost connection).
 
     The failed call committed nothing; retrying it later is safe.
@@ -60,7 +62,7 @@ class ConfigMismatch(StoreError, FenceError):
     """The namespace is registered with another configuration digest."""
 
 
-class StoreConflict(StoreError, OperationError):
+class StoreConflict(StoreError, Transient):
     """A transient concurrency failure (deadlock, serialization, lock timeout); retry."""
 
 
@@ -81,45 +83,13 @@ class StatementTimeout(StoreConflict):
     """
 
 
-class CommitUnknown(StoreError, OperationError):
+class CommitUnknown(StoreError, core_errors.CommitUnknown):
     """COMMIT was sent but its reply was lost: the transaction may or may not have committed.
 
     Never assume either outcome. Resolve by re-reading durable state, e.g.
-    ``PgStore.resolve_unknown(error)`` for a processing batch.
+    ``PgStore.resolve_unknown(error)`` for a processing batch. ``backend``
+    names the server process that received the COMMIT, so settling can end it.
     """
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        operation: str,
-        partition: int | None = None,
-        before: int | None = None,
-        after: int | None = None,
-        backend: tuple[int, object] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.operation = operation
-        self.partition = partition
-        self.before = before
-        """Frontier the transaction started from (processing batches)."""
-        self.after = after
-        """Frontier the transaction installs if it committed (processing batches)."""
-        self.backend = backend
-        """(pid, backend_start) of the server process that received the COMMIT."""
-
-
-class BatchAborted(OperationError):
-    """A record of a batch raised an operation error; the whole batch committed nothing.
-
-    ``offset`` names the failing record; the records before it can be retried
-    as a smaller batch. The core error (e.g. CloseOutOfRange) is ``__cause__``.
-    """
-
-    def __init__(self, message: str, *, partition: int, offset: int) -> None:
-        super().__init__(message)
-        self.partition = partition
-        self.offset = offset
 
 
 def one_line(text: object) -> str:

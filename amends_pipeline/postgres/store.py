@@ -42,8 +42,8 @@ from typing import Any
 import psycopg
 
 from amends_core import fence, fold, preflight
+from amends_core.errors import CommitUnknown as LostReply  # any adapter's; the core hands back ours
 from amends_core.errors import (
-    FrontierMismatch,
     OutboxOrderError,
     SourceMismatch,
 )
@@ -311,7 +311,7 @@ class PgStore:
         return Token(self.cfg.namespace, self.digest, partition, row[0])
 
     def settle_claim(
-        self, partition: int, nonce: str, unknown: CommitUnknown | None = None
+        self, partition: int, nonce: str, unknown: LostReply | None = None
     ) -> Token | None:
         """After an unknown claim outcome: the installed token if the claim with ``nonce`` installed it.
 
@@ -524,7 +524,7 @@ class PgStore:
             found = self._read_skips(conn, (partition, offset))
         return found[0] if found else None
 
-    def resolve_unknown(self, unknown: CommitUnknown) -> bool:
+    def resolve_unknown(self, unknown: LostReply) -> bool:
         """Settle a lost commit reply by re-reading the installed frontier: True if it committed.
 
         The server process that received the COMMIT is terminated first (if it
@@ -545,16 +545,7 @@ class PgStore:
                 (self.ns_id, p),
             ).fetchone()
         assert row is not None
-        installed = row[0]
-        if installed == unknown.after:
-            return True
-        if installed == unknown.before:
-            return False
-        msg = (
-            f"partition {p} frontier is {installed}, neither {unknown.before} (not committed)"
-            f" nor {unknown.after} (committed); another owner moved it"
-        )
-        raise FrontierMismatch(msg)
+        return fence.settled(p, row[0], before=unknown.before, after=unknown.after)
 
     # ------------------------------------------------------------ key state
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from amends_core import wire
+from amends_core.errors import CommitUnknown as LostReply  # any adapter's; the core hands back ours
 from amends_core.ledger import Config, Envelope, OutputID, Projection, StockKey
 from amends_core.view import Effect, ViewDecision, ViewState
 from amends_pipeline.postgres import migrate as migrations
@@ -133,7 +134,7 @@ class PgViewStore:
         assert row is not None
         return row[0], row[1]
 
-    def resolve_unknown(self, unknown: CommitUnknown) -> tuple[int, str | None]:
+    def resolve_unknown(self, unknown: LostReply) -> tuple[int, str | None]:
         """After a lost commit reply of ``apply``: end that session, then re-read progress.
 
         Returns (frontier, stopped) as installed; records below the frontier were

@@ -15,10 +15,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from amends_core.errors import Transient
 from amends_pipeline.kafka.topics import KafkaUnavailable
-from amends_pipeline.postgres.errors import StoreConflict, StoreUnavailable
 
-TRANSIENT: tuple[type[BaseException], ...] = (StoreUnavailable, StoreConflict, KafkaUnavailable)
+TRANSIENT: tuple[type[BaseException], ...] = (Transient, KafkaUnavailable)
+"""Store unavailable or in conflict, claims unsettled (all ``Transient``), broker unreachable."""
 
 
 @dataclass

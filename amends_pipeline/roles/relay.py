@@ -1,13 +1,8 @@
-"""The relay role: ordered outbox rows -> the output topic, bytes unchanged.
+"""The relay role in production: the core relay step over a PgStore outbox and Kafka.
 
-Resume contract: the acknowledged outbox prefix is the only progress. A relay
-publishes the earliest pending rows in sequence order, waits for the broker's
-delivery reports, then records receipts and acknowledges exactly the
-delivered prefix. A retry republishes the stored bytes (same sequence,
-version and content), so a lost delivery report can only duplicate a message
-in the output log, which the view recognises; it can never skip or reorder
-intent. One relay per source partition is enforced with a PostgreSQL
-session advisory lock.
+The logic and its resume contract are ``amends_core.roles.relay``. Here: the
+output topic as an ``OutputLog`` (``KafkaOutput``), and one relay per source
+partition, enforced with a PostgreSQL session advisory lock (``RelayLock``).
 
 Every message is keyed by the envelope's encoded output ID, the identity the
 view's version rule works on: the output topic is log-compacted, so the log
@@ -21,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 import psycopg
@@ -29,11 +24,13 @@ import psycopg
 from amends_core import wire
 from amends_core.errors import OperationError
 from amends_core.ledger import Family, OutputID, StockKey
+from amends_core.ports import Delivery
+from amends_core.roles.relay import Relay, RelayResult
 from amends_core.timefmt import parse_day
 from amends_pipeline.kafka.topics import KafkaUnavailable, Writer
 from amends_pipeline.postgres.connection import open_connection
 from amends_pipeline.postgres.errors import translate
-from amends_pipeline.postgres.store import PgStore
+from amends_pipeline.postgres.store import OutboxEntry, PgStore
 from amends_pipeline.runtime import Runtime
 
 _UNANSWERED = frozenset({"_MSG_TIMED_OUT", "_TIMED_OUT", "_TRANSPORT", "_ALL_BROKERS_DOWN"})
@@ -42,15 +39,6 @@ _UNANSWERED = frozenset({"_MSG_TIMED_OUT", "_TIMED_OUT", "_TRANSPORT", "_ALL_BRO
 
 class RelayBusy(OperationError):
     """Another relay holds this partition."""
-
-
-@dataclass(frozen=True, slots=True)
-class RelayResult:
-    partition: int
-    published: int
-    acknowledged: int
-    pending_after: int
-    seconds: float
 
 
 def output_key(envelope: bytes) -> bytes:
@@ -109,58 +97,57 @@ class RelayLock:
         self.conn.close()
 
 
-class RelayPartition:
-    def __init__(
-        self, store: PgStore, writer: Writer, topic: str, partition: int, *, batch_size: int = 1000
-    ) -> None:
-        self.store = store
+class KafkaOutput:
+    """The output topic as a relay publishes to it (the ``OutputLog`` port).
+
+    Every message is keyed by its envelope's output ID (``output_key``) and
+    sent to the outbox's own partition; the stored bytes go out unchanged.
+    """
+
+    def __init__(self, writer: Writer, topic: str) -> None:
         self.writer = writer
         self.topic = topic
-        self.partition = partition
-        self.batch_size = batch_size
 
-    def step(self) -> RelayResult:
-        """Publish and acknowledge at most one batch of pending rows."""
-        t0 = time.perf_counter()
-        p = self.partition
-        rows = self.store.pending(p, limit=self.batch_size)
-        if not rows:
-            return RelayResult(p, 0, 0, 0, time.perf_counter() - t0)
-        delivered: dict[int, int] = {}
-        failures: list[tuple[str, str]] = []
+    def publish(self, partition: int, rows: Sequence[OutboxEntry]) -> Delivery:
+        delivery = Delivery()
+        names: list[str] = []
 
         def report(seq: int) -> Any:
             def cb(err: Any, msg: Any) -> None:
                 if err is None:
-                    delivered[seq] = msg.offset()
+                    delivery.delivered[seq] = msg.offset()
                 else:
-                    failures.append((err.name(), f"{err.name()}: {err.str()}"))
+                    names.append(err.name())
+                    delivery.failures.append(f"{err.name()}: {err.str()}")
             return cb
 
         for r in rows:
             try:
                 key = output_key(r.envelope)
             except OperationError as e:
-                msg = f"outbox row {r.sequence} of partition {p} is {e}"
+                msg = f"outbox row {r.sequence} of partition {partition} is {e}"
                 raise OperationError(msg) from None
-            self.writer.produce_raw(self.topic, p, r.envelope, key, report(r.sequence))
+            self.writer.produce_raw(self.topic, partition, r.envelope, key, report(r.sequence))
         self.writer.flush_quietly()
-        receipts: list[tuple[int, int | None]] = []
-        for r in rows:  # acknowledge only the consecutive delivered prefix
-            if r.sequence not in delivered:
-                break
-            receipts.append((r.sequence, delivered[r.sequence]))
-        if receipts:
-            self.store.acknowledge_many(p, receipts)
-        if len(receipts) < len(rows):
-            why = failures[0][1] if failures else "no delivery report in time"
-            msg = f"published {len(receipts)} of {len(rows)} rows on partition {p}: {why}"
-            if all(name in _UNANSWERED for name, _ in failures):
-                # Nothing refused the rows, the cluster just did not answer in time: the
-                # loop retries (transient), and a retry republishes the same stored bytes.
-                raise KafkaUnavailable(msg)
-            raise OperationError(msg)
-        return RelayResult(p, len(rows), len(receipts), self.store.pending_count(p), time.perf_counter() - t0)
+        delivery.unanswered = all(name in _UNANSWERED for name in names)
+        return delivery
+
+    def unavailable(self, message: str) -> Exception:
+        return KafkaUnavailable(message)
+
+
+class RelayPartition(Relay):
+    """The core relay over a ``PgStore`` outbox and the output topic."""
+
+    def __init__(
+        self, store: PgStore, writer: Writer, topic: str, partition: int, *, batch_size: int = 1000
+    ) -> None:
+        super().__init__(
+            store, KafkaOutput(writer, topic), partition, batch_size=batch_size, clock=time.perf_counter
+        )
+        self.store = store
+        self.writer = writer
+        self.topic = topic
 
 
 def relay_running(rt: Runtime, partition: int) -> bool:
@@ -171,3 +158,9 @@ def relay_running(rt: Runtime, partition: int) -> bool:
         return True
     lock.close()
     return False
+
+
+__all__ = [
+    "KafkaOutput", "RelayBusy", "RelayLock", "RelayPartition", "RelayResult", "output_key",
+    "relay_running",
+]

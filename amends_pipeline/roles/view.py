@@ -1,12 +1,8 @@
-"""The view role: output topic -> version-aware view rows in PostgreSQL.
+"""The view role in production: the core view step over PostgreSQL and the output topic.
 
-Resume contract: the view frontier per output partition (exclusive) is the
-only progress; it is committed with the rows it covers. Reading restarts at
-the frontier, so a crash between reading and committing re-applies the same
-records, which the version rule turns into duplicates. A batch reads the
-range [frontier, end) and, once committed, the frontier is ``end`` even when
-compaction left no record at its last offsets. A stopped partition (protocol
-diagnostic) stays stopped until an operator intervenes.
+The logic and its resume contract are ``amends_core.roles.view``; here the
+output topic is read as an ``OutputSource`` and rows are kept by a
+``PgViewStore``.
 
 Rebuild (``rebuild_view``, ``amends view --rebuild``): the output topic is
 log-compacted and keyed by output ID, so it keeps the latest envelope of every
@@ -21,90 +17,39 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from amends_core.errors import OperationError
-from amends_core.view import Effect
-from amends_pipeline.kafka.topics import Reader
-from amends_pipeline.postgres.errors import CommitUnknown
+from amends_core.roles.view import REBUILD_HINT, OutputLost, View, ViewResult, ViewStopped
+from amends_pipeline.kafka.topics import Reader, Watermarks
 from amends_pipeline.postgres.view_store import PgViewStore, ViewRebuilt
-
-
-class ViewStopped(OperationError):
-    """The output partition is stopped by a protocol diagnostic."""
-
-
-class OutputLost(OperationError):
-    """Output records the view still needs are no longer retained."""
 
 
 class RebuildRefused(OperationError):
     """A rebuild would lose information (rows discarded while the log misses its start)."""
 
 
-REBUILD_HINT = (
-    "recover with `amends view --config CONFIG --rebuild --partition {p}` (re-applies the"
-    " retained output log from its start; see docs/operations.md), then `amends verify`"
-)
+class KafkaOutputSource:
+    """The output topic as a view reads it (the ``OutputSource`` port)."""
 
-
-@dataclass(frozen=True, slots=True)
-class ViewResult:
-    partition: int
-    frontier_before: int
-    frontier: int
-    output_end: int
-    applied: int
-    stored: int
-    seconds: float
-
-
-class ViewPartition:
-    def __init__(self, store: PgViewStore, reader: Reader, partition: int, *, batch_size: int = 5000) -> None:
-        self.store = store
+    def __init__(self, reader: Reader) -> None:
         self.reader = reader
-        self.partition = partition
-        self.batch_size = batch_size
 
-    def step(self) -> ViewResult:
-        """Apply at most one batch; a range compaction emptied entirely is stepped over.
+    def watermarks(self, partition: int) -> Watermarks:
+        return self.reader.watermarks(partition)
 
-        ``applied`` is 0 only when the view is at the end of the output log.
-        """
-        t0 = time.perf_counter()
-        p = self.partition
-        first: int | None = None
-        while True:
-            frontier, stopped = self.store.progress(p)
-            if stopped is not None:
-                msg = f"output partition {p} is stopped: {stopped}"
-                raise ViewStopped(msg)
-            first = frontier if first is None else first
-            wm = self.reader.watermarks(p)
-            if wm.low > frontier:
-                msg = (
-                    f"output partition {p} retains offsets from {wm.low}; offset {frontier} was"
-                    f" lost before this view applied it; {REBUILD_HINT.format(p=p)}"
-                )
-                raise OutputLost(msg)
-            end = min(wm.high, frontier + self.batch_size)
-            if end <= frontier:
-                return ViewResult(p, first, frontier, wm.high, 0, 0, time.perf_counter() - t0)
-            recs = [(m.offset(), m.value() or b"") for m in self.reader.messages(p, frontier, end)]
-            try:
-                decisions = self.store.apply(p, recs, start=frontier, end=end)
-            except CommitUnknown as e:
-                # The batch may or may not have landed: end the abandoned session (it
-                # holds the progress lock) and go on from the frontier as installed.
-                self.store.resolve_unknown(e)
-                decisions = []
-            if recs or end >= wm.high:
-                break
-        after, stopped = self.store.progress(p)
-        if stopped is not None:
-            msg = f"output partition {p} stopped: {stopped}"
-            raise ViewStopped(msg)
-        stored = sum(1 for d in decisions if d.effect is Effect.STORED)
-        return ViewResult(p, first, after, wm.high, len(recs), stored, time.perf_counter() - t0)
+    def records(self, partition: int, start: int, end: int) -> list[tuple[int, Any]]:
+        return [(m.offset(), m.value() or b"") for m in self.reader.messages(partition, start, end)]
+
+
+class ViewPartition(View):
+    """The core view over a ``PgViewStore`` and one partition of the output topic."""
+
+    def __init__(self, store: PgViewStore, reader: Reader, partition: int, *, batch_size: int = 5000) -> None:
+        super().__init__(
+            store, KafkaOutputSource(reader), partition, batch_size=batch_size, clock=time.perf_counter
+        )
+        self.reader = reader
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,3 +91,9 @@ def rebuild_view(
         ViewRebuild(store.rebuild(p, wm.low, discard_rows=discard_rows), wm.high)
         for p, wm in marks.items()
     ]
+
+
+__all__ = [
+    "REBUILD_HINT", "KafkaOutputSource", "OutputLost", "RebuildRefused", "ViewPartition",
+    "ViewRebuild", "ViewResult", "ViewStopped", "rebuild_view",
+]

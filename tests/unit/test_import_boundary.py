@@ -25,6 +25,8 @@ FORBIDDEN = (
     "amends_core.store",
     "amends_core.verify",
     "amends_core.sim",
+    "amends_core.roles",
+    "amends_core.adapters",
 )
 ALLOWED = {
     "amends_core",

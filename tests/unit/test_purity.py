@@ -6,7 +6,11 @@ import ast
 from pathlib import Path
 
 CORE = Path(__file__).resolve().parents[2] / "amends_core"
-PURE = ["ledger.py", "timefmt.py", "wire.py", "fold.py", "diff.py", "view.py", "process.py", "result.py", "store/memory.py", "ports.py", "fence.py", "preflight.py"]
+PURE = [
+    "ledger.py", "timefmt.py", "wire.py", "fold.py", "diff.py", "view.py", "process.py", "result.py",
+    "store/memory.py", "ports.py", "fence.py", "preflight.py", "adapters.py", "roles/worker.py",
+    "roles/relay.py", "roles/view.py", "sim/faults.py", "sim/model.py", "pipeline.py",
+]
 FORBIDDEN_MODULES = {"os", "io", "time", "random", "socket", "subprocess", "pathlib", "shutil", "tempfile", "threading", "asyncio", "sys", "urllib", "http"}
 FORBIDDEN_CALLS = {"open", "print", "input"}
 FORBIDDEN_ATTRS = {"now", "utcnow", "today", "time", "perf_counter", "monotonic", "random", "getenv"}

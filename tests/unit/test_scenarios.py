@@ -366,13 +366,18 @@ def test_sc19_after_a_lost_claim_reply_the_worker_forgets_its_token_and_observes
     finish(m, VerifyStatus.PASS)
 
 
-def test_sc20_after_a_lost_claim_reply_without_installation_the_old_epoch_is_observed(
+def test_sc20_after_a_lost_claim_reply_without_installation_the_worker_claims_again(
     impl: type[Model] = Model,
 ) -> None:
-    """unknown-aborted claim: observing finds epoch 1 still installed and work continues."""
+    """unknown-aborted claim: epoch 1 is still installed, but settling by nonce finds that the
+    claim did not install it, so the worker never adopts it (it may be another claimant's):
+    it claims again (epoch 2) and work continues."""
     m = impl(CFG, src(*TWO))
-    lost, nxt = steps(m, C(0, UA), W())
-    assert not lost.installed and nxt.detail == "offset 0 epoch 1"
+    lost = m.step(C(0, UA))
+    assert not lost.installed and lost.observed is Observation.UNKNOWN
+    assert m.store.observe(0).epoch == 1 and m.token(0) is None
+    nxt = m.step(W())
+    assert nxt.observed is Observation.DONE and nxt.detail == "offset 0 epoch 2"
     finish(m, VerifyStatus.PASS)
 
 
@@ -462,7 +467,8 @@ def test_sc25_drain_finishes_all_enabled_work_once_faults_stop(
 def test_sc26_replaying_a_consumed_interval_into_intact_state_changes_nothing_but_the_epoch(
     impl: type[Model] = Model,
 ) -> None:
-    """No new envelope, same frontier and versions; the worker then continues under the new epoch."""
+    """No new envelope, same frontier and versions; the replay's epoch fences the worker, and
+    the worker that takes over claims an epoch of its own and continues from the frontier."""
     m = impl(CFG, src(txn("T1", 1, "NEW", -50), b"bad", txn("T1", 2, "AMEND", -30)))
     m.drain()
     before = (m.store.frontier(0), dict(m.store.outputs), len(m.store.outbox[0]), len(m.output[0]))
@@ -471,7 +477,7 @@ def test_sc26_replaying_a_consumed_interval_into_intact_state_changes_nothing_bu
     assert (m.store.frontier(0), dict(m.store.outputs), len(m.store.outbox[0]), len(m.output[0])) == before
     m.append(src(txn("T2", 1, "NEW", -5, valid=day(2)), start=3))
     ev = m.step(W())
-    assert ev.detail == "offset 3 epoch 2"
+    assert ev.detail == "offset 3 epoch 3"
     finish(m, VerifyStatus.PASS_WITH_EXCLUSIONS)
 
 

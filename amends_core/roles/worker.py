@@ -1,0 +1,211 @@
+"""The worker step: source partition -> fenced batches in the processing store.
+
+Resume contract: the only progress is the store's frontier of each source
+partition (exclusive: the next offset to read). A worker claims an epoch,
+confirms the source (``SourceLog.end``), reads from the frontier and commits
+each batch in one fenced call. A lost commit reply is settled through the
+store (``resolve_unknown``), never by assuming a rollback; a lost claim reply
+through ``settle_claim`` with the claim's own nonce, never by adopting
+whatever epoch is installed.
+
+The worker remembers the frontier its own commit installed and re-reads it
+from the store after anything else: a claim, a lost reply, an error. Only a
+new epoch can move the frontier under an owner, and that fences the owner.
+
+A batch is a scan of the source range [frontier, position): the frontier
+moves to the position the scan reached, not to the last delivered offset + 1,
+because offsets that deliver nothing may end the range. A range that delivers
+no record at all still moves the frontier, in a fenced commit of its own.
+
+``step`` is ``commit(prepare())``. The two halves are public so that the
+simulator can hold a prepared batch while another claim lands (a replaced
+owner's batch must then fail its fence).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from amends_core.errors import BatchAborted, CommitUnknown, Transient
+from amends_core.ledger import Record
+from amends_core.ports import BatchResult, ProcessingStore, SourceLog, Token
+
+CLAIM_ATTEMPTS = 3
+"""Claims with a lost reply settled as not ours before giving up (as a transient failure)."""
+
+BATCH_BYTES = 16 * 1024 * 1024
+"""Byte budget of one batch (source keys and values). A batch ends at the batch size in
+records or at the record that reaches this budget, whichever comes first, and always
+holds at least one record: large values cannot make one fenced transaction (and the
+worker's memory) grow with the batch size. 16 MiB is 16 values at Kafka's default
+1 MiB message limit, far above what 1000 ordinary movements (about 250 bytes each) take."""
+
+
+def no_clock() -> float:
+    """The clock of a worker that measures nothing (the core has no clock of its own)."""
+    return 0.0
+
+
+class ClaimUnsettled(Transient):
+    """Claims kept ending with an unknown outcome; nothing is owned, retry later."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepResult:
+    partition: int
+    frontier_before: int
+    frontier: int
+    """Exclusive frontier after the step."""
+    source_end: int
+    """End of the source partition when the step started."""
+    records: int
+    accepted: int
+    rejected: int
+    envelopes: int
+    seconds: float
+    resolved_unknown: bool = False
+
+    @property
+    def lag(self) -> int:
+        return max(0, self.source_end - self.frontier)
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """Records read under one token from one frontier, not yet committed."""
+
+    token: Token
+    frontier: int
+    """The installed frontier the batch was read from (the commit's expected frontier)."""
+    start: int
+    """``frontier`` with never-applied offsets stepped over (what a report shows)."""
+    high: int
+    records: list[Record]
+    position: int
+    """Exclusive end of the scanned range."""
+    started: float
+
+
+class Worker:
+    """Owns one source partition through an epoch of the processing store."""
+
+    def __init__(
+        self,
+        store: ProcessingStore,
+        source: SourceLog,
+        partition: int,
+        *,
+        batch_size: int = 1000,
+        batch_bytes: int = BATCH_BYTES,
+        clock: Callable[[], float] = no_clock,
+    ) -> None:
+        self.store = store
+        self.source = source
+        self.partition = partition
+        self.batch_size = batch_size
+        self.batch_bytes = max(1, batch_bytes)
+        self.clock = clock
+        self.token: Token | None = None
+        self.cursor: int | None = None
+        """The frontier this worker's last known commit installed; None: read it from the store."""
+
+    # ------------------------------------------------------------ ownership
+
+    def claim(self) -> Token:
+        """Install a new epoch, under a fresh claimant nonce per attempt.
+
+        After an unknown claim outcome the installed epoch is adopted only when
+        its nonce is this attempt's (``settle_claim``); otherwise it claims
+        again. Repeatedly unknown outcomes end in ClaimUnsettled (transient).
+        """
+        self.source.reset()  # a new owner always re-confirms the source
+        self.token = None
+        self.cursor = None
+        for _ in range(CLAIM_ATTEMPTS):
+            nonce = self.store.new_nonce()
+            try:
+                self.token = self.store.claim(self.partition, nonce)
+            except CommitUnknown as e:
+                self.token = self.settle_claim(nonce, e)
+            if self.token is not None:
+                return self.token
+        msg = (
+            f"claiming partition {self.partition}: the outcome was unknown"
+            f" {CLAIM_ATTEMPTS} times in a row (connection lost during COMMIT)"
+        )
+        raise ClaimUnsettled(msg)
+
+    def settle_claim(self, nonce: str, unknown: CommitUnknown) -> Token | None:
+        """Recovery rule after a lost claim reply: ask the store whether ``nonce`` installed it."""
+        return self.store.settle_claim(self.partition, nonce, unknown)
+
+    # ------------------------------------------------------------ the step
+
+    def frontier(self) -> int:
+        if self.cursor is None:
+            self.cursor = self.store.frontier(self.partition)
+        return self.cursor
+
+    def prepare(self, max_records: int | None = None) -> Batch | StepResult:
+        """Claim if needed, confirm the source and read one batch from the frontier.
+
+        Returns the StepResult of an idle step when the source has nothing past
+        the frontier. Nothing is written.
+        """
+        t0 = self.clock()
+        token = self.token if self.token is not None else self.claim()
+        frontier = self.frontier()
+        high = self.source.end(frontier)
+        start = self.source.start(frontier)
+        if high <= frontier:
+            return StepResult(self.partition, start, start, high, 0, 0, 0, 0, self.clock() - t0)
+        limit = max(1, min(self.batch_size, max_records or self.batch_size))
+        records, position = self.source.read(frontier, high, limit, self.batch_bytes)
+        return Batch(token, frontier, start, high, records, position, t0)
+
+    def commit(self, batch: Batch) -> StepResult:
+        """Commit a prepared batch in one fenced call and settle a lost reply."""
+        self.cursor = None  # whatever happens below, only a known commit says where it is
+        resolved = False
+        result: BatchResult | None = None
+        try:
+            result = self.store.process(batch.token, batch.frontier, batch.records, until=batch.position)
+        except CommitUnknown as e:
+            resolved = self.settle_lost_commit(e, batch)
+        except BatchAborted as e:
+            # An operation error (e.g. a close outside int64) on one record: commit the
+            # records before it, then stop with the error; the failing record stays unread.
+            before = [r for r in batch.records if r.coords.offset < e.offset]
+            if before:
+                self.store.process(batch.token, batch.frontier, before)
+            raise
+        if result is not None:
+            self.cursor = result.frontier
+        after = self.source.start(self.frontier())
+        return StepResult(
+            self.partition, batch.start, after, batch.high, len(batch.records),
+            result.accepted if result else 0,
+            len(result.rejections) if result else 0,
+            len(result.rows) if result else 0,
+            self.clock() - batch.started, resolved,
+        )
+
+    def settle_lost_commit(self, unknown: CommitUnknown, batch: Batch) -> bool:
+        """Recovery rule after a lost commit reply: settle it in the store and re-read the frontier."""
+        del batch
+        return self.store.resolve_unknown(unknown)
+
+    def step(self, max_records: int | None = None) -> StepResult:
+        """Process at most one batch from the frontier; idempotent and bounded.
+
+        ``max_records`` caps the records read (default: the batch size); the
+        batch also ends at the record that reaches ``batch_bytes``.
+        """
+        prepared = self.prepare(max_records)
+        if isinstance(prepared, StepResult):
+            return prepared
+        return self.commit(prepared)
+
+
+__all__ = ["BATCH_BYTES", "CLAIM_ATTEMPTS", "Batch", "ClaimUnsettled", "StepResult", "Worker", "no_clock"]
