@@ -54,7 +54,9 @@ def _compute(a: argparse.Namespace) -> list[Figure]:
 def _sim(a: argparse.Namespace) -> list[Figure]:
     from benchmarks import sim_bench as b
 
-    return b.run(seeds=10 if a.tiny else 300, runs=1 if a.tiny else a.runs_slow)
+    return b.run(
+        seeds=10 if a.tiny else 300, runs=1 if a.tiny else a.runs_slow, baseline=a.baseline_checkout
+    )
 
 
 def _e2e(a: argparse.Namespace) -> list[Figure]:

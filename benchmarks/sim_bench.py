@@ -8,23 +8,31 @@ Measures, on the same seeds in the same run:
 * baseline:  the same schedules with per-step safety switched off (only the
              recovery suffix and the final verification), to show what the
              per-step checks cost;
-* parallel:  the checked soak split over ``--jobs`` worker processes.
+* parallel:  the checked soak split over ``--jobs`` worker processes;
+* before:    with ``--baseline-checkout PATH``, checked and baseline again for
+             the code of another checkout (e.g. e4906cd, before the simulator
+             ran the production role logic), each measurement of both trees in
+             a fresh process of its own, alternating, and the ratios now/before.
 
 Sizes: the CI soak's (at most 6 records, 80 explicit steps) and the command
 default (at most 8 records, 80 steps).
 
     python -m benchmarks.sim_bench                 # 300 seeds per figure, 3 runs
     python -m benchmarks.sim_bench --seeds 50 --runs 1
+    python -m benchmarks.sim_bench --baseline-checkout /tmp/before   # before/after
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from multiprocessing import get_context
+from pathlib import Path
 
 from amends_core.sim.generate import generate
 from amends_core.sim.model import Model
@@ -33,6 +41,20 @@ from benchmarks.harness import Figure, figure
 
 SIZES = {"ci": (6, 80), "default": (8, 80)}
 COMMAND = "python -m benchmarks.sim_bench"
+ROOT = Path(__file__).resolve().parents[1]
+_IN_TREE = (
+    "import pathlib\n"
+    "import amends_core, benchmarks\n"
+    "root = pathlib.Path({tree!r}).resolve()\n"
+    "for m in (amends_core, benchmarks):\n"
+    "    if root not in pathlib.Path(m.__file__).resolve().parents:\n"
+    "        raise SystemExit(f'{{m.__name__}} is imported from {{m.__file__}}, not from {{root}}')\n"
+    "from amends_core.sim.generate import generate\n"
+    "from amends_core.sim.run import run_trace\n"
+    "from benchmarks.sim_bench import {fn}\n"
+    "run_trace(generate(0))\n"
+    "print({fn}({seeds}, {mr}, {ms}))\n"
+)
 
 
 def _checked(seeds: int, max_records: int, max_steps: int) -> float:
@@ -68,7 +90,45 @@ def _parallel(seeds: int, max_records: int, max_steps: int, jobs: int) -> float:
     return seeds / elapsed * 60
 
 
-def run(seeds: int = 300, runs: int = 3, jobs: int = 2) -> list[Figure]:
+def _in_tree(tree: Path, fn: str, seeds: int, mr: int, ms: int) -> float:
+    """``fn(seeds, mr, ms)`` of ``tree``'s own code, in a fresh, warmed-up interpreter.
+
+    Refuses to measure when the interpreter imports the code from anywhere else
+    (an installed copy would otherwise stand in for a checkout without it).
+    """
+    code = _IN_TREE.format(tree=str(tree), fn=fn, seeds=seeds, mr=mr, ms=ms)
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tree, env=env, capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        msg = f"{fn} in {tree} failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}"
+        raise RuntimeError(msg)
+    return float(done.stdout.strip().splitlines()[-1])
+
+
+def _before_after(seeds: int, runs: int, baseline: Path) -> list[Figure]:
+    """Checked and unchecked schedules/min of this tree and of ``baseline``, alternating."""
+    figures: list[Figure] = []
+    for label, (mr, ms) in SIZES.items():
+        cond = (
+            f"{seeds} seeds, <= {mr} records, <= {ms} explicit steps, 1 process; before = checkout"
+            f" {baseline.name}; each figure in a fresh process, the two trees alternating"
+        )
+        for fn, what in (("_checked", "checked schedules"), ("_baseline", "without per-step safety")):
+            now: list[float] = []
+            before: list[float] = []
+            for i in range(runs):
+                order = [(ROOT, now), (baseline, before)]
+                for tree, into in order if i % 2 == 0 else order[::-1]:
+                    into.append(_in_tree(tree, fn, seeds, mr, ms))
+            figures.append(figure("sim", f"{what}, before ({label} size)", before, "schedules/min", cond))
+            ratios = [a / b for a, b in zip(now, before, strict=True)]
+            figures.append(figure("sim", f"{what}, now / before ({label} size)", ratios, "x", cond))
+    return figures
+
+
+def run(seeds: int = 300, runs: int = 3, jobs: int = 2, baseline: Path | None = None) -> list[Figure]:
     figures: list[Figure] = []
     run_trace(generate(0))  # warm imports and caches outside the measurement
     for label, (mr, ms) in SIZES.items():
@@ -87,7 +147,11 @@ def run(seeds: int = 300, runs: int = 3, jobs: int = 2) -> list[Figure]:
             f"{seeds * jobs} seeds, <= {mr} records, <= {ms} steps, {jobs} processes",
         )
     )
-    return [replace(f, command=COMMAND) for f in figures]
+    command = COMMAND
+    if baseline is not None:
+        figures += _before_after(seeds, runs, baseline.resolve())
+        command += " --baseline-checkout PATH"
+    return [replace(f, command=command) for f in figures]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -96,8 +160,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, default=300)
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--baseline-checkout", type=Path, default=None, metavar="PATH",
+                   help="also measure this checkout's simulator, alternating with this tree's")
     a = p.parse_args(argv)
-    for f in run(a.seeds, a.runs, a.jobs):
+    for f in run(a.seeds, a.runs, a.jobs, a.baseline_checkout):
         print(f.row())
     return 0
 
