@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from amends_core.adapters import MemoryOutput, MemoryProcessing, MemorySource, MemoryView
 from amends_core.errors import CommitUnknown, OperationError, Transient
@@ -26,9 +26,6 @@ from amends_core.ledger import Record
 from amends_core.ports import BatchResult, Delivery, OutboxRow, Token
 from amends_core.store.memory import MemoryStore
 from amends_core.view import ViewDecision, ViewState
-
-if TYPE_CHECKING:
-    from amends_core.sim.model import Model
 
 
 class Outcome(enum.StrEnum):
@@ -74,10 +71,18 @@ class Injected:
 class FaultyProcessing(MemoryProcessing, Injected):
     """The processing store and outbox; claims and batches obey the armed outcome."""
 
-    def __init__(self, store: MemoryStore, model: Model) -> None:
+    def __init__(
+        self,
+        store: MemoryStore,
+        installs: list[tuple[int, int, int]],
+        acks: dict[int, list[int]],
+    ) -> None:
         MemoryProcessing.__init__(self, store)
         Injected.__init__(self)
-        self.model = model
+        self.installs = installs
+        """Where installed batches are noted: (partition, batch epoch, epoch installed at commit)."""
+        self.acks = acks
+        """Where acknowledged sequences are noted, per partition, in order."""
 
     def claim(self, partition: int, nonce: str | None = None) -> Token:
         o = self.outcome
@@ -111,7 +116,7 @@ class FaultyProcessing(MemoryProcessing, Injected):
                     raise
                 self.detail = str(e)  # the actor never hears it: its reply is lost
             else:
-                self.model.installs.append((p, token.epoch, epoch))
+                self.installs.append((p, token.epoch, epoch))
                 self.installed = True
                 if o.known:
                     return result
@@ -121,7 +126,7 @@ class FaultyProcessing(MemoryProcessing, Injected):
 
     def acknowledge_many(self, partition: int, receipts: Sequence[tuple[int, int | None]]) -> None:
         super().acknowledge_many(partition, receipts)
-        self.model.acks[partition].extend(seq for seq, _ in receipts)
+        self.acks[partition].extend(seq for seq, _ in receipts)
 
 
 class FaultyLog(MemoryOutput, Injected):

@@ -243,7 +243,7 @@ class Model:
         self.installs: list[tuple[int, int, int]] = []
         """Installed worker commits: (partition, batch epoch, epoch installed at commit)."""
         self._oracle_cache: dict[tuple[int, ...], oracle_mod.OracleResult] = {}
-        self.processing = FaultyProcessing(self.store, self)
+        self.processing = FaultyProcessing(self.store, self.installs, self.acks)
         self.log = FaultyLog(self.output)
         self.view_store = FaultyView(self.view)
         parts = range(cfg.partitions)

@@ -222,7 +222,7 @@ def refold(
         with rt.reader(m.source_topic) as reader:
             w = WorkerPartition(store, reader, m, partition, batch_size=batch_size)
             w.claim()
-            before = w.effective_frontier(store.frontier(partition))
+            before = w.source.start(store.frontier(partition))
             target = until if until is not None else reader.watermarks(partition).high
             frontier = before
             records = accepted = rejected = envelopes = batches = 0

@@ -96,9 +96,5 @@ class WorkerPartition(Worker):
         self.reader = reader
         self.manifest = manifest
 
-    def effective_frontier(self, frontier: int) -> int:
-        """The frontier with the marker offset stepped over (markers are never applied)."""
-        return self.manifest.needed(self.partition, frontier)
-
 
 __all__ = ["BATCH_BYTES", "CLAIM_ATTEMPTS", "KafkaSource", "SourceLost", "StepResult", "WorkerPartition"]
