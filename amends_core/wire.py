@@ -9,8 +9,11 @@ for them).
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from amends_core import limits, timefmt
 from amends_core.ledger import (
@@ -65,6 +68,12 @@ def _no_constant(name: str) -> Any:
 def _no_float(text: str) -> Any:
     msg = f"number {text[:32]} is not an integer"
     raise _Reject(msg)
+
+
+_STRICT = json.JSONDecoder(
+    object_pairs_hook=_pairs_no_duplicates, parse_constant=_no_constant, parse_float=_no_float
+)
+"""The strict JSON parser, built once (``json.loads`` with hooks builds one per call)."""
 
 
 def _check_text(value: Any, depth: int = 0) -> None:
@@ -132,12 +141,7 @@ def parse_json_object(raw: bytes, what: str = "value") -> dict[str, Any] | Decod
     if not _nesting_ok(text):
         return DecodeError(f"{what} nests deeper than {MAX_DEPTH}")
     try:
-        obj = json.loads(
-            text,
-            object_pairs_hook=_pairs_no_duplicates,
-            parse_constant=_no_constant,
-            parse_float=_no_float,
-        )
+        obj = _STRICT.decode(text)
         if "\\u" in text:
             # Only \u escapes can produce lone surrogates or NUL: raw ones are invalid
             # UTF-8 or unescaped control characters, which the parser already refuses.
@@ -208,8 +212,96 @@ def _instant(obj: dict[str, Any], name: str) -> int:
         raise _Reject(msg) from e
 
 
+class _FastKey(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    item: str
+    location: str
+
+
+class _FastTxn(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    txn_id: str
+    revision: int
+    kind: str
+    stock_key: _FastKey
+    valid_time: str
+    qty: int
+    source_time: str
+
+
+_FAST = msgspec.json.Decoder(_FastTxn, strict=True)
+_FAST_MEMBERS = len(_TXN_FIELDS) + len(_KEY_FIELDS)
+
+
+_NAME_END = re.compile(rb"(?:^|\x00)[ \t\r\n]*:")
+
+
+def _member_names(raw: bytes) -> int:
+    """How many strings of ``raw`` are member names (followed by a colon).
+
+    Only for bytes without a backslash or NUL that msgspec parsed: then every
+    quote delimits a string, so the pieces between quotes alternate between
+    outside and inside strings, and a string is a name exactly when the piece
+    after it starts with a colon (after whitespace). The pieces after strings
+    are joined with NUL so one C-level scan counts them.
+    """
+    return len(_NAME_END.findall(b"\x00".join(raw.split(b'"')[2::2])))
+
+
+def _fits_identifier(v: str) -> bool:
+    return (len(v) if v.isascii() else len(v.encode("utf-8"))) <= limits.MAX_ID_BYTES
+
+
+def _fast_transaction(raw: bytes) -> Transaction | None:
+    """The transaction when ``raw`` is plainly well-formed, or None: then the strict route decides.
+
+    Accepts only what the strict route accepts, with the same values: no
+    backslash (so no escape can hide a NUL or a surrogate), valid UTF-8, the
+    exact members with the right JSON types (msgspec refuses unknown, missing
+    and null members, floats, constants and trailing content), no duplicate
+    member (msgspec keeps the last of duplicates silently, so the member names
+    are counted), signed 64-bit integers, identifiers within their byte limit
+    and timestamps that parse. Anything else, including every error, takes
+    the strict route, which words the message.
+    """
+    if b"\\" in raw or len(raw) > MAX_VALUE_BYTES:
+        return None
+    if not raw.isascii():
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    try:
+        t = _FAST.decode(raw)
+    except msgspec.DecodeError:  # ValidationError included
+        return None
+    k = t.stock_key
+    if (
+        _member_names(raw) != _FAST_MEMBERS
+        or not (in_int64(t.revision) and in_int64(t.qty))
+        or not (_fits_identifier(t.txn_id) and _fits_identifier(k.item) and _fits_identifier(k.location))
+    ):
+        return None
+    try:
+        valid_ns = timefmt.parse_rfc3339(t.valid_time)
+        source_ns = timefmt.parse_rfc3339(t.source_time)
+    except timefmt.TimestampError:
+        return None
+    return Transaction(t.txn_id, t.revision, t.kind, StockKey(k.item, k.location), valid_ns, t.qty, source_ns)
+
+
 def decode_transaction(raw: bytes) -> Transaction | DecodeError:
-    """Strictly decode one source value. Shape only; business rules come later."""
+    """Strictly decode one source value. Shape only; business rules come later.
+
+    Plainly well-formed values take a fast route (``_fast_transaction``); the
+    rest, and every error, the strict one (``decode_transaction_strictly``).
+    """
+    fast = _fast_transaction(raw)
+    if fast is not None:
+        return fast
+    return decode_transaction_strictly(raw)
+
+
+def decode_transaction_strictly(raw: bytes) -> Transaction | DecodeError:
+    """``decode_transaction`` by the strict route alone (what the fast route must agree with)."""
     obj = parse_json_object(raw)
     if isinstance(obj, DecodeError):
         return obj
@@ -250,22 +342,34 @@ def encode_transaction(t: Transaction) -> bytes:
     ).encode("utf-8")
 
 
+_KEYS_REMEMBERED = 4096
+_keys_seen: dict[bytes, StockKey | DecodeError] = {}
+"""Decoded transport keys (immutable answers of a pure function): a topic carries few distinct
+keys, each on many records. Emptied when full, so hostile keys cannot grow it."""
+
+
 def decode_transport_key(raw: bytes | None) -> StockKey | DecodeError:
     """The Kafka key: a JSON array of exactly two strings, ``[item, location]``."""
     if raw is None:
         return DecodeError("record has no transport key")
+    hit = _keys_seen.get(raw)
+    if hit is not None:
+        return hit
+    got = _decode_transport_key(raw)
+    if len(_keys_seen) >= _KEYS_REMEMBERED:
+        _keys_seen.clear()
+    _keys_seen[raw] = got
+    return got
+
+
+def _decode_transport_key(raw: bytes) -> StockKey | DecodeError:
     if len(raw) > MAX_VALUE_BYTES:
         return DecodeError("transport key is too large")
     try:
         text = raw.decode("utf-8")
         if not _nesting_ok(text):
             return DecodeError("transport key nests too deep")
-        arr = json.loads(
-            text,
-            object_pairs_hook=_pairs_no_duplicates,
-            parse_constant=_no_constant,
-            parse_float=_no_float,
-        )
+        arr = _STRICT.decode(text)
         _check_text(arr)
     except UnicodeDecodeError:
         return DecodeError("transport key is not valid UTF-8")
