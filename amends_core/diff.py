@@ -125,6 +125,8 @@ def reconcile(namespace: str, delta: FoldDelta, latest: Latest, cause: Cause) ->
         MessageType.KEY_STATUS_STATED,
         MessageType.KEY_STATUS_STATED,
     )
-    if len(out) > before:
+    if len(out) > before and out[-1].payload.reasons:
+        # Without references a status envelope is as bounded as a balance one (its
+        # identifiers are); only references can carry it past the limit.
         check_size(out[-1])
     return out
