@@ -18,12 +18,16 @@ come from PostgreSQL's own table statistics.
 from __future__ import annotations
 
 import argparse
+import os
 import random
+import re
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import psycopg
 
@@ -159,6 +163,64 @@ def core_rate(cfg_keys: int, records: Sequence[Record], preload: int) -> float:
                 outputs[e.output_id] = e
                 e.to_bytes()
     return (len(records) - preload) / (time.perf_counter() - t0)
+
+
+ROOT = Path(__file__).resolve().parents[1]
+PROFILED_BATCH = 10_000
+
+
+def _worker_rate_in(tree: Path, batch: int) -> float:
+    """records/s of ``worker, batch N`` measured by ``tree``'s own durable benchmark, one run."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.pg_batch_bench", "--batch", str(batch), "--no-cold", "--runs", "1"],
+        cwd=tree, env=env, capture_output=True, text=True, check=False,
+    )
+    m = re.search(rf"^worker, batch {batch:,}\s+([0-9,]+)", done.stdout, re.MULTILINE)
+    if done.returncode != 0 or m is None:
+        msg = f"durable benchmark in {tree} failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}"
+        raise RuntimeError(msg)
+    return float(m.group(1).replace(",", ""))
+
+
+def profile_figures(
+    timed: int, baseline: Path | None, preload: int = 20_000, keys: int = 500
+) -> list[Figure]:
+    """Each stage's share of the worker's profiled time at batch 10,000 (and of ``baseline``'s)."""
+    from benchmarks import profile_durable as prof
+
+    cond = (
+        f"cProfile own time over {timed:,} timed records at batch {PROFILED_BATCH:,}, {keys} keys,"
+        f" preload {preload:,}, mix 95/4/1 (stages: benchmarks/profile_durable.py)"
+    )
+    trees: list[tuple[str, dict[str, float]]] = [("", prof.shares(PROFILED_BATCH, timed, preload, keys))]
+    if baseline is not None:
+        got = prof.shares_in(baseline, PROFILED_BATCH, timed, preload, keys)
+        trees.append((f", before ({baseline.name})", got))
+    return [
+        figure("durable profile", f"{stage}{suffix}", [100 * got[stage]], "% of own time", cond)
+        for suffix, got in trees
+        for stage in prof.STAGES
+    ]
+
+
+def before_after(baseline: Path, runs: int) -> list[Figure]:
+    """``worker, batch 10,000`` of this tree and of ``baseline``, alternating, each in its own process."""
+    now: list[float] = []
+    before: list[float] = []
+    for i in range(runs):
+        order = [(ROOT, now), (baseline, before)]
+        for tree, into in order if i % 2 == 0 else order[::-1]:
+            into.append(_worker_rate_in(tree, PROFILED_BATCH))
+    cond = (
+        f"500 keys, 1 partition, preload 20,000, mix 95/4/1, 50,000 timed records; before = checkout"
+        f" {baseline.name}; each run in a fresh process, the two trees alternating"
+    )
+    return [
+        figure("durable", f"worker, batch {PROFILED_BATCH:,}, before", before, "records/s", cond),
+        figure("durable", f"worker, batch {PROFILED_BATCH:,}, now / before",
+               [a / b for a, b in zip(now, before, strict=True)], "x", cond),
+    ]
 
 
 DEFAULT_PLAN = {1: 400, 100: 5_000, 1_000: 20_000, 10_000: 50_000}
