@@ -474,10 +474,6 @@ class Model:
             return (Observation.IDLE, False, "")
         return (Observation.DONE, True, port.detail)
 
-    def acknowledge(self, partition: int, sequence: int) -> None:
-        """Acknowledge one row through the relay's outbox port (as a relay would)."""
-        self.processing.acknowledge_many(partition, [(sequence, None)])
-
     # ------------------------------------------------------------ view
 
     def _view(self, step: Step) -> tuple[Observation, bool, str]:
