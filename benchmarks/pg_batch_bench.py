@@ -223,6 +223,64 @@ def before_after(baseline: Path, runs: int) -> list[Figure]:
     ]
 
 
+def _one_worker(args: tuple[str, str, int, int, int, str]) -> tuple[float, float, int]:
+    """One worker process of ``scaling``: (start, end, records) of its timed batches."""
+    dsn, schema, timed, preload, keys, run_id = args
+    records = workload(preload + timed, keys, seed=7)
+    cfg = bench_config(keys, f"bench-scale-{run_id}")
+    store = PgStore.open(dsn, cfg, schema=schema)
+    try:
+        tok = store.claim(0)
+        frontier = 0
+        for i in range(0, preload, 10_000):
+            frontier = store.process(tok, frontier, records[i:min(preload, i + 10_000)]).frontier
+        start = time.time()
+        for i in range(preload, preload + timed, PROFILED_BATCH):
+            frontier = store.process(tok, frontier, records[i:i + PROFILED_BATCH]).frontier
+        return start, time.time(), timed
+    finally:
+        store.close()
+
+
+def scaling(processes: int, timed: int, runs: int, preload: int = 20_000, keys: int = 500) -> list[float]:
+    """Total records/s of ``processes`` workers at once, one partition (namespace) each.
+
+    Each worker process preloads its own partition, then all time their batches
+    concurrently; the rate is all timed records over the span from the first
+    start to the last end.
+    """
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    dsn = dsn_from_env()
+    rates = []
+    with scratch_schema(dsn, "bench") as schema:
+        for r in range(runs):
+            jobs = [(dsn, schema, timed, preload, keys, f"{processes}-{r}-{i}") for i in range(processes)]
+            with ProcessPoolExecutor(processes, mp_context=get_context("spawn")) as pool:
+                spans = list(pool.map(_one_worker, jobs))
+            first = min(s for s, _, _ in spans)
+            last = max(e for _, e, _ in spans)
+            rates.append(sum(n for _, _, n in spans) / (last - first))
+    return rates
+
+
+def scaling_figures(timed: int, runs: int, preload: int = 20_000, keys: int = 500) -> list[Figure]:
+    """Durable throughput with one and two worker processes on this machine, and the ratio."""
+    one = scaling(1, timed, runs, preload, keys)
+    two = scaling(2, timed, runs, preload, keys)
+    cond = (
+        f"batch {PROFILED_BATCH:,}, {timed:,} timed records per worker, {keys} keys each, preload"
+        f" {preload:,}, mix 95/4/1; one process and partition per worker, timed concurrently"
+    )
+    return [
+        figure("durable", "all workers, 1 partition", one, "records/s", cond),
+        figure("durable", "all workers, 2 partitions (2 processes)", two, "records/s", cond),
+        figure("durable", "2 partitions / 1 partition", [b / a for a, b in zip(one, two, strict=True)], "x",
+               f"{cond}; {os.cpu_count()} CPUs, PostgreSQL on the same machine"),
+    ]
+
+
 DEFAULT_PLAN = {1: 400, 100: 5_000, 1_000: 20_000, 10_000: 50_000}
 TINY_PLAN = {1: 20, 100: 200, 1_000: 1_000, 10_000: 2_000}
 

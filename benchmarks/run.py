@@ -34,8 +34,10 @@ def _durable(a: argparse.Namespace) -> list[Figure]:
 
     if a.tiny:
         figs = b.run(dict(b.TINY_PLAN), runs=1, keys=20, preload=200, cold=False)
+        figs += b.scaling_figures(2_000, 1, preload=200, keys=20)
         return figs + b.profile_figures(2_000, None, preload=200, keys=20)
     figs = b.run(dict(b.DEFAULT_PLAN), runs=a.runs_slow)
+    figs += b.scaling_figures(50_000, a.runs_slow)
     figs += b.profile_figures(50_000, a.baseline_checkout)
     if a.baseline_checkout is not None:
         figs += b.before_after(a.baseline_checkout, a.runs_slow)
