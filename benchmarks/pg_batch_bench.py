@@ -33,6 +33,7 @@ import psycopg
 
 from amends_core import process, timefmt, wire
 from amends_core.ledger import Config, Coordinates, KeyConfig, Record, StockKey, Transaction
+from amends_core.ports import Token
 from amends_pipeline.postgres.connection import dsn_from_env
 from amends_pipeline.postgres.migrate import scratch_schema
 from amends_pipeline.postgres.store import PgStore
@@ -94,6 +95,15 @@ def workload(n: int, keys: int, seed: int) -> list[Record]:
     return out
 
 
+def preloaded(store: PgStore, records: Sequence[Record], preload: int) -> tuple[Token, int]:
+    """Claim partition 0 and process its first ``preload`` records untimed: (token, frontier)."""
+    tok = store.claim(0)
+    frontier = 0
+    for i in range(0, preload, 10_000):
+        frontier = store.process(tok, frontier, records[i:min(preload, i + 10_000)]).frontier
+    return tok, frontier
+
+
 def _rows_written(conn: psycopg.Connection, schema: str) -> int:
     row = conn.execute(
         "SELECT coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del), 0) FROM pg_stat_user_tables"
@@ -115,10 +125,7 @@ def one_run(
     store = PgStore.open(dsn, cfg, schema=schema, cache=cache)
     admin = psycopg.connect(dsn, autocommit=True)
     try:
-        tok = store.claim(0)
-        frontier = 0
-        for i in range(0, preload, 10_000):
-            frontier = store.process(tok, frontier, records[i:min(preload, i + 10_000)]).frontier
+        tok, frontier = preloaded(store, records, preload)
         timed = records[preload:]
         store.db.connection().execute("SELECT pg_stat_force_next_flush()")
         time.sleep(0.05)
@@ -230,10 +237,7 @@ def _one_worker(args: tuple[str, str, int, int, int, str]) -> tuple[float, float
     cfg = bench_config(keys, f"bench-scale-{run_id}")
     store = PgStore.open(dsn, cfg, schema=schema)
     try:
-        tok = store.claim(0)
-        frontier = 0
-        for i in range(0, preload, 10_000):
-            frontier = store.process(tok, frontier, records[i:min(preload, i + 10_000)]).frontier
+        tok, frontier = preloaded(store, records, preload)
         start = time.time()
         for i in range(preload, preload + timed, PROFILED_BATCH):
             frontier = store.process(tok, frontier, records[i:i + PROFILED_BATCH]).frontier

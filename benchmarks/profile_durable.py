@@ -82,10 +82,7 @@ def profile(batch: int, timed: int, preload: int = 20_000, keys: int = 500) -> t
         cfg = durable.bench_config(keys, f"prof-{uuid.uuid4().hex[:8]}")
         store = PgStore.open(dsn, cfg, schema=schema)
         try:
-            tok = store.claim(0)
-            frontier = 0
-            for i in range(0, preload, 10_000):
-                frontier = store.process(tok, frontier, records[i:min(preload, i + 10_000)]).frontier
+            tok, frontier = durable.preloaded(store, records, preload)
             prof = cProfile.Profile()
             t0 = time.perf_counter()
             prof.enable()
