@@ -125,8 +125,19 @@ def reconcile(namespace: str, delta: FoldDelta, latest: Latest, cause: Cause) ->
         MessageType.KEY_STATUS_STATED,
         MessageType.KEY_STATUS_STATED,
     )
-    if len(out) > before and out[-1].payload.reasons:
-        # Without references a status envelope is as bounded as a balance one (its
-        # identifiers are); only references can carry it past the limit.
+    if len(out) > before and (out[-1].payload.reasons or unreferenced_bound() > limits.MAX_ENVELOPE_BYTES):
+        # Without references a status envelope is bounded by its identifiers: encoding
+        # it only to measure it is needed when the limits allow that bound past the limit.
         check_size(out[-1])
     return out
+
+
+def unreferenced_bound() -> int:
+    """Most bytes a key-status envelope without references can encode to under ``limits``.
+
+    Its variable parts are two names (namespace in the output ID, source in the
+    cause) and three identifiers (item, location, transaction); JSON writes a
+    character as at most 6 bytes (``\\u001f``). 2 KiB covers member names,
+    six 64-bit numbers, the type and the status.
+    """
+    return 6 * (2 * limits.MAX_NAME_BYTES + 3 * limits.MAX_ID_BYTES) + 2048

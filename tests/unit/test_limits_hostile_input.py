@@ -302,3 +302,17 @@ def test_amends_verify_escapes_text_output_but_keeps_json_exact(
     doc = json.loads(capsys.readouterr().out)
     assert doc["conflicts"][0]["txn_id"] == "T\x1b[2J"
     assert doc["error"] == "view said \x1b[31m"
+
+
+def test_a_status_envelope_without_references_never_encodes_past_the_bound_it_is_trusted_by() -> None:
+    """diff.reconcile skips encoding such an envelope for its size check while the limits make
+    ``unreferenced_bound`` fit; every string here is made of the character JSON writes longest."""
+    c = "\x1f"
+    key = StockKey(c * limits.MAX_ID_BYTES, c * limits.MAX_ID_BYTES)
+    ns = c * limits.MAX_NAME_BYTES
+    env = Envelope(
+        2**63 - 1, OutputID(ns, Family.STATUS, key, None), 2**63 - 1, MessageType.KEY_STATUS_STATED,
+        Payload(True, status=Status.BLOCKED, reasons=(), reason_count=2**63 - 1),
+        Cause(ns, 2**63 - 1, 2**63 - 1, c * limits.MAX_ID_BYTES, 2**63 - 1),
+    )
+    assert len(env.to_bytes()) <= diff.unreferenced_bound() <= limits.MAX_ENVELOPE_BYTES
