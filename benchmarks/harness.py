@@ -9,6 +9,7 @@ results at tiny sizes.
 from __future__ import annotations
 
 import json
+import os
 import platform
 import statistics
 import subprocess
@@ -200,3 +201,30 @@ class RoleProcesses:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait(10)
+
+
+_TREE_GUARD = """import pathlib as _p
+import amends_core as _c, benchmarks as _b
+_root = _p.Path({tree!r}).resolve()
+for _m in (_c, _b):
+    if _root not in _p.Path(_m.__file__).resolve().parents:
+        raise SystemExit(f"{{_m.__name__}} is imported from {{_m.__file__}}, not from {{_root}}")
+"""
+
+
+def run_in_tree(tree: Path, code: str, what: str) -> str:
+    """Standard output of ``code`` run by a fresh interpreter on ``tree``'s own code.
+
+    Refuses to run when that interpreter imports amends_core or benchmarks from
+    anywhere else (an installed copy would stand in for a checkout without
+    them). Raises RuntimeError naming ``what`` on any failure.
+    """
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    done = subprocess.run(
+        [sys.executable, "-c", _TREE_GUARD.format(tree=str(tree)) + code],
+        cwd=tree, env=env, capture_output=True, text=True, check=False,
+    )
+    if done.returncode != 0:
+        msg = f"{what} in {tree} failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}"
+        raise RuntimeError(msg)
+    return done.stdout

@@ -22,7 +22,6 @@ import os
 import random
 import re
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -37,7 +36,7 @@ from amends_core.ports import Token
 from amends_pipeline.postgres.connection import dsn_from_env
 from amends_pipeline.postgres.migrate import scratch_schema
 from amends_pipeline.postgres.store import PgStore
-from benchmarks.harness import Figure, figure
+from benchmarks.harness import Figure, figure, run_in_tree
 
 SOURCE = "bench-source"
 ORIGIN = timefmt.parse_rfc3339("2020-01-01T00:00:00Z")
@@ -178,14 +177,14 @@ PROFILED_BATCH = 10_000
 
 def _worker_rate_in(tree: Path, batch: int) -> float:
     """records/s of ``worker, batch N`` measured by ``tree``'s own durable benchmark, one run."""
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.pg_batch_bench", "--batch", str(batch), "--no-cold", "--runs", "1"],
-        cwd=tree, env=env, capture_output=True, text=True, check=False,
+    code = (
+        "from benchmarks.pg_batch_bench import main\n"
+        f"main(['--batch', '{batch}', '--no-cold', '--runs', '1'])\n"
     )
-    m = re.search(rf"^worker, batch {batch:,}\s+([0-9,]+)", done.stdout, re.MULTILINE)
-    if done.returncode != 0 or m is None:
-        msg = f"durable benchmark in {tree} failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}"
+    out = run_in_tree(tree, code, "durable benchmark")
+    m = re.search(rf"^worker, batch {batch:,}\s+([0-9,]+)", out, re.MULTILINE)
+    if m is None:
+        msg = f"durable benchmark in {tree} printed no 'worker, batch {batch:,}' row"
         raise RuntimeError(msg)
     return float(m.group(1).replace(",", ""))
 

@@ -26,9 +26,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import json
-import os
 import pstats
-import subprocess
 import sys
 import uuid
 from collections import defaultdict
@@ -82,7 +80,12 @@ def profile(batch: int, timed: int, preload: int = 20_000, keys: int = 500) -> t
         cfg = durable.bench_config(keys, f"prof-{uuid.uuid4().hex[:8]}")
         store = PgStore.open(dsn, cfg, schema=schema)
         try:
-            tok, frontier = durable.preloaded(store, records, preload)
+            # Its own preload loop, not pg_batch_bench.preloaded: with --baseline-checkout this
+            # file runs against an older checkout's benchmarks, which may lack that helper.
+            tok = store.claim(0)
+            frontier = 0
+            for i in range(0, preload, 10_000):
+                frontier = store.process(tok, frontier, records[i:min(preload, i + 10_000)]).frontier
             prof = cProfile.Profile()
             t0 = time.perf_counter()
             prof.enable()
@@ -112,12 +115,7 @@ def shares(batch: int, timed: int, preload: int = 20_000, keys: int = 500) -> di
 
 
 _IN_TREE = """
-import json, pathlib, runpy, sys
-import amends_core, benchmarks
-root = pathlib.Path({tree!r}).resolve()
-for m in (amends_core, benchmarks):
-    if root not in pathlib.Path(m.__file__).resolve().parents:
-        raise SystemExit(f"{{m.__name__}} is imported from {{m.__file__}}, not from {{root}}")
+import json, runpy
 tool = runpy.run_path({tool!r})
 print(json.dumps(tool["shares"]({batch}, {timed}, {preload}, {keys})))
 """
@@ -125,16 +123,13 @@ print(json.dumps(tool["shares"]({batch}, {timed}, {preload}, {keys})))
 
 def shares_in(tree: Path, batch: int, timed: int, preload: int = 20_000, keys: int = 500) -> dict[str, float]:
     """``shares`` for the code of another checkout (this file's stages, that tree's code)."""
+    from benchmarks.harness import run_in_tree  # not at the top: that tree runs this file too
+
     code = _IN_TREE.format(
-        tree=str(tree), tool=str(Path(__file__).resolve()), batch=batch, timed=timed,
-        preload=preload, keys=keys,
+        tool=str(Path(__file__).resolve()), batch=batch, timed=timed, preload=preload, keys=keys
     )
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    done = subprocess.run([sys.executable, "-c", code], cwd=tree, env=env, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        msg = f"profiling {tree} failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}"
-        raise RuntimeError(msg)
-    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    out = run_in_tree(tree, code, "profiling")
+    result: dict[str, float] = json.loads(out.strip().splitlines()[-1])
     return result
 
 

@@ -25,8 +25,6 @@ default (at most 8 records, 80 steps).
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -37,18 +35,12 @@ from pathlib import Path
 from amends_core.sim.generate import generate
 from amends_core.sim.model import Model
 from amends_core.sim.run import run_trace, soak_chunk
-from benchmarks.harness import Figure, figure
+from benchmarks.harness import Figure, figure, run_in_tree
 
 SIZES = {"ci": (6, 80), "default": (8, 80)}
 COMMAND = "python -m benchmarks.sim_bench"
 ROOT = Path(__file__).resolve().parents[1]
 _IN_TREE = (
-    "import pathlib\n"
-    "import amends_core, benchmarks\n"
-    "root = pathlib.Path({tree!r}).resolve()\n"
-    "for m in (amends_core, benchmarks):\n"
-    "    if root not in pathlib.Path(m.__file__).resolve().parents:\n"
-    "        raise SystemExit(f'{{m.__name__}} is imported from {{m.__file__}}, not from {{root}}')\n"
     "from amends_core.sim.generate import generate\n"
     "from amends_core.sim.run import run_trace\n"
     "from benchmarks.sim_bench import {fn}\n"
@@ -91,20 +83,9 @@ def _parallel(seeds: int, max_records: int, max_steps: int, jobs: int) -> float:
 
 
 def _in_tree(tree: Path, fn: str, seeds: int, mr: int, ms: int) -> float:
-    """``fn(seeds, mr, ms)`` of ``tree``'s own code, in a fresh, warmed-up interpreter.
-
-    Refuses to measure when the interpreter imports the code from anywhere else
-    (an installed copy would otherwise stand in for a checkout without it).
-    """
-    code = _IN_TREE.format(tree=str(tree), fn=fn, seeds=seeds, mr=mr, ms=ms)
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=tree, env=env, capture_output=True, text=True, check=False
-    )
-    if done.returncode != 0:
-        msg = f"{fn} in {tree} failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}"
-        raise RuntimeError(msg)
-    return float(done.stdout.strip().splitlines()[-1])
+    """``fn(seeds, mr, ms)`` of ``tree``'s own code, in a fresh, warmed-up interpreter."""
+    out = run_in_tree(tree, _IN_TREE.format(fn=fn, seeds=seeds, mr=mr, ms=ms), fn)
+    return float(out.strip().splitlines()[-1])
 
 
 def _before_after(seeds: int, runs: int, baseline: Path) -> list[Figure]:
