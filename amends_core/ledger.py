@@ -10,6 +10,7 @@ import enum
 import hashlib
 import json
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring as _json_string
 from typing import Any
 
 from amends_core import limits, timefmt
@@ -449,8 +450,76 @@ class Envelope:
         }
 
     def to_bytes(self) -> bytes:
-        """The exact bytes that are stored in the outbox and published."""
-        return compact_json(self.to_json()).encode("utf-8")
+        """The exact bytes that are stored in the outbox and published.
+
+        ``compact_json(self.to_json())`` in UTF-8. Envelopes whose fields have exactly
+        the expected types are written directly (``_envelope_text``, the same bytes
+        without the intermediate dictionaries); anything else takes the general route.
+        """
+        text = _envelope_text(self)
+        if text is None:
+            text = compact_json(self.to_json())
+        return text.encode("utf-8")
+
+
+_int_text = int.__repr__
+"""How ``json`` writes an integer (``int.__repr__``, also for subclasses)."""
+
+
+def _envelope_text(env: Envelope) -> str | None:
+    """``compact_json(env.to_json())`` written directly, or None to use the general route.
+
+    Only for exact types: ``str`` for text, ``int`` for numbers, ``bool`` for
+    ``present``, the enums for family, type and status, ``None`` or ``int`` for the
+    optional members. Strings are escaped by the function ``json.dumps`` uses with
+    ``ensure_ascii=False`` (the enums are ``StrEnum``: their text is their value),
+    members follow ``to_json``'s order, so the text is the same character for
+    character (tests/unit/test_envelope_bytes.py compares both).
+    """
+    oid, p, c = env.output_id, env.payload, env.cause
+    k = oid.key
+    day = oid.day
+    if not (
+        type(env.schema_version) is int and type(env.version) is int and type(oid.namespace) is str
+        and type(oid.family) is Family and type(k.item) is str and type(k.location) is str
+        and (day is None or type(day) is int) and type(env.type) is MessageType
+        and type(p.present) is bool and (p.close is None or type(p.close) is int)
+        and (p.threshold is None or type(p.threshold) is int)
+        and (p.status is None or type(p.status) is Status)
+        and type(c.source) is str and type(c.partition) is int and type(c.offset) is int
+        and type(c.txn_id) is str and type(c.revision) is int
+    ):
+        return None
+    payload = '{"present":true' if p.present else '{"present":false'
+    if p.close is not None:
+        if p.threshold is not None:
+            payload += ',"threshold":' + _int_text(p.threshold)
+        payload += ',"close":' + _int_text(p.close)
+    if p.status is not None:
+        refs = []
+        for r in p.reasons:
+            if type(r) is not ConflictRef or type(r.txn_id) is not str or type(r.revision) is not int:
+                return None
+            refs.append('{"txn_id":' + _json_string(r.txn_id) + ',"revision":' + _int_text(r.revision) + "}")
+        payload += ',"status":' + _json_string(p.status) + ',"reasons":[' + ",".join(refs) + "]"
+        if env.schema_version >= 2:
+            if type(p.reason_count) is not int:
+                return None
+            payload += ',"reason_count":' + _int_text(p.reason_count)
+    day_text = "null" if day is None else _json_string(timefmt.format_day(day))
+    return (
+        '{"schema_version":' + _int_text(env.schema_version)
+        + ',"output_id":{"namespace":' + _json_string(oid.namespace)
+        + ',"family":' + _json_string(oid.family)
+        + ',"stock_key":{"item":' + _json_string(k.item) + ',"location":' + _json_string(k.location)
+        + '},"day":' + day_text
+        + '},"version":' + _int_text(env.version)
+        + ',"type":' + _json_string(env.type)
+        + ',"payload":' + payload
+        + '},"cause":{"source":' + _json_string(c.source) + ',"partition":' + _int_text(c.partition)
+        + ',"offset":' + _int_text(c.offset) + ',"txn_id":' + _json_string(c.txn_id)
+        + ',"revision":' + _int_text(c.revision) + "}}"
+    )
 
 
 @dataclass(frozen=True, slots=True)
