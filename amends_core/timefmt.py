@@ -23,6 +23,15 @@ _RFC3339 = re.compile(
     r"(?:(?P<z>[Zz])|(?P<sign>[+-])(?P<oh>[0-9]{2}):(?P<om>[0-9]{2}))"
 )
 _DAYS_IN_MONTH = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+# What follows the fixed-width date: ``_RFC3339`` matches a text exactly when its first ten
+# characters match the date part and the rest matches this.
+_CLOCK = re.compile(
+    r"[Tt](?P<h>[0-9]{2}):(?P<mi>[0-9]{2}):(?P<s>[0-9]{2})(?:\.(?P<f>[0-9]+))?"
+    r"(?:(?P<z>[Zz])|(?P<sign>[+-])(?P<oh>[0-9]{2}):(?P<om>[0-9]{2}))"
+)
+_dates_seen: dict[str, int] = {}
+"""Date parts (``YYYY-MM-DD``) of timestamps already parsed in full, and their day numbers."""
+_DATES_REMEMBERED = 4096
 
 
 class TimestampError(ValueError):
@@ -48,7 +57,31 @@ def parse_rfc3339(text: str) -> int:
 
     Fractional seconds beyond nanoseconds are truncated. Leap seconds (second 60)
     are refused, like most production parsers.
+
+    A text whose date part was parsed before only has its time of day checked;
+    anything that does not succeed that way takes the full route, which words
+    every error.
     """
+    day = _dates_seen.get(text[:10])
+    if day is not None:
+        m = _CLOCK.fullmatch(text, 10)
+        if m is not None:
+            hs, mis, ss, frac, z, sign, ohs, oms = m.groups()
+            h, mi, s = int(hs), int(mis), int(ss)
+            if h <= 23 and mi <= 59 and s <= 59:
+                offset_s = 0
+                if z is None:
+                    oh, om = int(ohs), int(oms)
+                    if oh > 23 or om > 59:
+                        return _parse_rfc3339(text)
+                    offset_s = (oh * 3600 + om * 60) * (1 if sign == "+" else -1)
+                nanos = int((frac + "000000000")[:9]) if frac else 0
+                return (day * 86_400 + h * 3600 + mi * 60 + s - offset_s) * NS_PER_SECOND + nanos
+    return _parse_rfc3339(text)
+
+
+def _parse_rfc3339(text: str) -> int:
+    """``parse_rfc3339`` by the full route; remembers the date part of a text that parses."""
     m = _RFC3339.fullmatch(text)
     if m is None:
         msg = f"not an RFC 3339 timestamp with offset: {text[:64]!r}"
@@ -73,8 +106,11 @@ def parse_rfc3339(text: str) -> int:
             raise TimestampError(msg)
         offset_s = (oh * 3600 + om * 60) * (1 if sign == "+" else -1)
     nanos = int((frac + "000000000")[:9]) if frac else 0
-    seconds = days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + s - offset_s
-    return seconds * NS_PER_SECOND + nanos
+    day = days_from_civil(y, mo, d)
+    if len(_dates_seen) >= _DATES_REMEMBERED:
+        _dates_seen.clear()
+    _dates_seen[text[:10]] = day
+    return (day * 86_400 + h * 3600 + mi * 60 + s - offset_s) * NS_PER_SECOND + nanos
 
 
 def day_in_range(day: int) -> bool:
