@@ -7,7 +7,7 @@ lag must not leak into version allocation.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from amends_core import limits
 from amends_core.fold import FoldDelta
@@ -70,6 +70,12 @@ def _next_version(cur: Envelope | None, oid: OutputID) -> int:
     return cur.version + 1
 
 
+_ALERT, _BALANCE, _STATUS = Family.ALERT, Family.BALANCE, Family.STATUS
+_ALERT_RAISED, _ALERT_RETRACTED = MessageType.ALERT_RAISED, MessageType.ALERT_RETRACTED
+_BALANCE_STATED, _BALANCE_RETRACTED = MessageType.BALANCE_STATED, MessageType.BALANCE_RETRACTED
+_STATUS_STATED = MessageType.KEY_STATUS_STATED
+
+
 def reconcile(namespace: str, delta: FoldDelta, latest: Latest, cause: Cause) -> list[Envelope]:
     """Envelopes for every output whose payload differs from committed intent.
 
@@ -83,53 +89,57 @@ def reconcile(namespace: str, delta: FoldDelta, latest: Latest, cause: Cause) ->
     """
     out: list[Envelope] = []
     key = delta.key
-
-    def emit(
-        oid: OutputID, want: Payload | None, stated: MessageType, retracted: MessageType
-    ) -> None:
-        cur = latest(oid)
-        if want is None:
-            if cur is None or not cur.payload.present:
-                return
-            version = _next_version(cur, oid)
-            out.append(Envelope(SCHEMA_VERSION, oid, version, retracted, WITHDRAWN, cause))
-            return
-        if cur is not None and cur.payload == want:
-            return
-        out.append(Envelope(SCHEMA_VERSION, oid, _next_version(cur, oid), stated, want, cause))
-
     rep = delta.repair
     if rep is not None:
-        new_alerts = {a.day: a for a in rep.alerts}
-        for d in sorted(set(rep.old_alert_days) | new_alerts.keys()):
-            a = new_alerts.get(d)
-            emit(
-                OutputID(namespace, Family.ALERT, key, d),
-                None if a is None else Payload(True, close=a.close, threshold=a.threshold),
-                MessageType.ALERT_RAISED,
-                MessageType.ALERT_RETRACTED,
-            )
-        new_closes = dict(zip(rep.days, rep.closes, strict=True))
-        for d in sorted(set(rep.old_days) | new_closes.keys()):
-            c = new_closes.get(d)
-            emit(
-                OutputID(namespace, Family.BALANCE, key, d),
+        if rep.alerts or rep.old_alert_days:
+            new_alerts = {a.day: a for a in rep.alerts}
+            for d in sorted(set(rep.old_alert_days).union(new_alerts)):
+                a = new_alerts.get(d)
+                _emit(
+                    out, latest, cause, OutputID(namespace, _ALERT, key, d),
+                    None if a is None else Payload(True, close=a.close, threshold=a.threshold),
+                    _ALERT_RAISED, _ALERT_RETRACTED,
+                )
+        days = rep.days
+        changed: Iterable[tuple[int, int | None]]
+        if days == rep.old_days:
+            changed = zip(days, rep.closes, strict=True)  # same days: every one is restated
+        else:
+            new_closes = dict(zip(days, rep.closes, strict=True))
+            changed = ((d, new_closes.get(d)) for d in sorted(set(rep.old_days).union(days)))
+        for d, c in changed:
+            _emit(
+                out, latest, cause, OutputID(namespace, _BALANCE, key, d),
                 None if c is None else Payload(True, close=c),
-                MessageType.BALANCE_STATED,
-                MessageType.BALANCE_RETRACTED,
+                _BALANCE_STATED, _BALANCE_RETRACTED,
             )
     before = len(out)
-    emit(
-        OutputID(namespace, Family.STATUS, key, None),
-        status_payload(delta),
-        MessageType.KEY_STATUS_STATED,
-        MessageType.KEY_STATUS_STATED,
+    _emit(
+        out, latest, cause, OutputID(namespace, _STATUS, key, None), status_payload(delta),
+        _STATUS_STATED, _STATUS_STATED,
     )
     if len(out) > before and (out[-1].payload.reasons or unreferenced_bound() > limits.MAX_ENVELOPE_BYTES):
         # Without references a status envelope is bounded by its identifiers: encoding
         # it only to measure it is needed when the limits allow that bound past the limit.
         check_size(out[-1])
     return out
+
+
+def _emit(
+    out: list[Envelope], latest: Latest, cause: Cause, oid: OutputID, want: Payload | None,
+    stated: MessageType, retracted: MessageType,
+) -> None:
+    """Append the envelope that moves ``oid`` from its committed payload to ``want`` (None:
+    withdrawn), if any."""
+    cur = latest(oid)
+    if want is None:
+        if cur is None or not cur.payload.present:
+            return
+        out.append(Envelope(SCHEMA_VERSION, oid, _next_version(cur, oid), retracted, WITHDRAWN, cause))
+        return
+    if cur is not None and cur.payload == want:
+        return
+    out.append(Envelope(SCHEMA_VERSION, oid, _next_version(cur, oid), stated, want, cause))
 
 
 def unreferenced_bound() -> int:

@@ -36,6 +36,9 @@ from amends_core.ledger import (
 
 # ---------------------------------------------------------------- validation
 
+_CANCEL = Kind.CANCEL.value
+_READY, _BLOCKED = Status.READY, Status.BLOCKED
+
 
 def validate(cfg: Config, record: Record) -> Transaction | Rejection:
     """Decode and check one record; the first broken rule names the rejection."""
@@ -58,7 +61,7 @@ def validate(cfg: Config, record: Record) -> Transaction | Rejection:
         return reject(RejectReason.REVISION, f"revision {txn.revision} is below 1")
     if txn.kind not in KINDS:
         return reject(RejectReason.KIND, f"kind {txn.kind[:32]!r} is not NEW, AMEND or CANCEL")
-    if txn.kind == Kind.CANCEL and txn.qty != 0:
+    if txn.kind == _CANCEL and txn.qty != 0:
         return reject(RejectReason.CANCEL_QUANTITY, f"CANCEL carries qty {txn.qty}, not 0")
     if not timefmt.day_in_range(txn.day):
         return reject(RejectReason.VALID_TIME, "valid_time is outside years 1-9999 in UTC")
@@ -344,16 +347,19 @@ def apply(state: KeyState, txn: Transaction, coords: Coordinates) -> FoldDelta:
         if ref not in state.conflicts:
             new_conflict = ref
 
-    blocked_before = bool(state.blocked)
-    blocked_after_set = set(state.blocked)
+    blocked = state.blocked
+    blocked_before = bool(blocked)
+    blocked_after_set: set[str] | frozenset[str]
     if conflicted_after:
-        blocked_after_set.add(tid)
+        blocked_after_set = blocked | {tid}
+    elif tid in blocked:
+        blocked_after_set = blocked - {tid}
     else:
-        blocked_after_set.discard(tid)
+        blocked_after_set = blocked  # only read below: no copy when nothing changes
     blocked_after = bool(blocked_after_set)
 
     if blocked_after:
-        status = Status.BLOCKED
+        status = _BLOCKED
         reasons = tuple(
             sorted(
                 ConflictRef(t, (highest_after if t == tid else state.identities[t].highest))
@@ -361,7 +367,7 @@ def apply(state: KeyState, txn: Transaction, coords: Coordinates) -> FoldDelta:
             )
         )
     else:
-        status, reasons = Status.READY, ()
+        status, reasons = _READY, ()
 
     repair: Repair | None = None
     if blocked_after:
