@@ -304,6 +304,8 @@ class ProcessingTx:
         latest = outputs.get
         decide = process.decide
         Rejected = process.Rejected
+        observation_row = codec.observation_row
+        obs_rows, outbox, mine, dirty_days = self._obs, self._outbox, self._outputs, self._days
         for r in records:
             c = r.coords
             check_coordinates(r, source=src, partition=p, frontier=self.next)
@@ -324,34 +326,37 @@ class ProcessingTx:
             else:
                 d = out.delta
                 txn = d.txn
-                st = keys[d.key]
+                key = d.key
+                st = keys[key]
                 if d.duplicate_of is None:
                     ident = st.identities.get(txn.txn_id)
                     cand = len(ident.revisions.get(txn.revision, ())) if ident is not None else 0
                 else:
                     cand = d.duplicate_of
-                kid = key_ids[d.key]
-                self._obs.append(codec.observation_row(kid, txn, c.offset, cand))
+                kid = key_ids[key]
+                obs_rows.append(observation_row(kid, txn, c.offset, cand))
                 rep = d.repair
                 if rep is not None:
-                    dirty = self._days.get(kid)
+                    dirty = dirty_days.get(kid)
                     if dirty is None:
-                        dirty = self._days[kid] = _DirtyDays(rep.from_day)
+                        dirty = dirty_days[kid] = _DirtyDays(rep.from_day)
                     elif rep.from_day < dirty.from_day:
                         dirty.from_day = rep.from_day
                     if rep.old_days != rep.days:
                         dirty.removed.update(set(rep.old_days).difference(rep.days))
                 st.install(d)
-                if out.envelopes:
+                envelopes = out.envelopes
+                if envelopes:
                     seq = self.sequence
-                    if seq + len(out.envelopes) > INT64_MAX:
+                    if seq + len(envelopes) > INT64_MAX:
                         msg = f"partition {p} has no outbox sequence left"
                         raise BatchAborted(msg, partition=p, offset=c.offset)
-                    for env in out.envelopes:
+                    for env in envelopes:
                         seq += 1
-                        self._outbox.append(OutboxRow(p, seq, env))
-                        outputs[env.output_id] = env
-                        self._outputs[env.output_id] = env
+                        outbox.append(OutboxRow(p, seq, env))
+                        oid = env.output_id
+                        outputs[oid] = env
+                        mine[oid] = env
                     self.sequence = seq
             self.next = c.offset + 1
         self._compute_ns += time.perf_counter_ns() - t0
