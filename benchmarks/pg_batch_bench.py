@@ -36,6 +36,7 @@ from amends_core.ports import Token
 from amends_pipeline.postgres.connection import dsn_from_env
 from amends_pipeline.postgres.migrate import scratch_schema
 from amends_pipeline.postgres.store import PgStore
+from amends_pipeline.roles import collector
 from benchmarks.harness import Figure, figure, run_in_tree
 
 SOURCE = "bench-source"
@@ -177,7 +178,7 @@ PROFILED_BATCH = 10_000
 
 def _worker_rate_in(tree: Path, batch: int) -> float:
     """records/s of ``worker, batch N`` measured by ``tree``'s own durable benchmark, one run."""
-    code = (
+    code = collector.SNIPPET + (  # the role's collector settings, whatever that tree does
         "from benchmarks.pg_batch_bench import main\n"
         f"main(['--batch', '{batch}', '--no-cold', '--runs', '1'])\n"
     )
@@ -232,6 +233,7 @@ def before_after(baseline: Path, runs: int) -> list[Figure]:
 def _one_worker(args: tuple[str, str, int, int, int, str]) -> tuple[float, float, int]:
     """One worker process of ``scaling``: (start, end, records) of its timed batches."""
     dsn, schema, timed, preload, keys, run_id = args
+    collector.settle()  # a process of its own, like a worker role
     records = workload(preload + timed, keys, seed=7)
     cfg = bench_config(keys, f"bench-scale-{run_id}")
     store = PgStore.open(dsn, cfg, schema=schema)
@@ -303,12 +305,13 @@ def run(
     biggest = max(plan.values())
     records = workload(preload + biggest, keys, seed=7)
     cond = f"{keys} keys, 1 partition, preload {preload:,}, mix 95/4/1"
-    core = [core_rate(keys, records, preload) for _ in range(runs)]
+    with collector.settled():  # the worker role's collector settings
+        core = [core_rate(keys, records, preload) for _ in range(runs)]
     figures.append(figure("durable", "core ceiling (no database)", core, "records/s", cond))
     variants = [(b, True) for b in sorted(plan)]
     if cold:
         variants += [(b, False) for b in sorted(plan) if b >= 1_000]
-    with scratch_schema(dsn, "bench") as schema:
+    with scratch_schema(dsn, "bench") as schema, collector.settled():
         for batch, cache in variants:
             n = plan[batch]
             rates, rows, db_share = [], [], []

@@ -16,6 +16,9 @@ is defined:
                  codec rows), the socket
   other          everything else (the batch loop, dict and list work, profiling)
 
+The collector runs with the worker role's settings (``amends_pipeline.roles.collector``),
+also for another checkout's code.
+
 ``consume`` (reading the source from Kafka) is not part of this benchmark; see
 the end-to-end benchmark. cProfile slows Python code, not the database, so the
 shares lean toward Python; read them as where to look, not as exact times.
@@ -107,7 +110,16 @@ def breakdown(stats: pstats.Stats) -> dict[str, float]:
 
 
 def shares(batch: int, timed: int, preload: int = 20_000, keys: int = 500) -> dict[str, float]:
-    """Each stage's share of the profiled own time, and ``records/s`` under the profiler."""
+    """Each stage's share of the profiled own time, and ``records/s`` under the profiler, with
+    the worker role's collector settings."""
+    from amends_pipeline.roles import collector
+
+    with collector.settled():
+        return _shares(batch, timed, preload, keys)
+
+
+def _shares(batch: int, timed: int, preload: int, keys: int) -> dict[str, float]:
+    """``shares`` under whatever collector settings the process has."""
     stats, wall, n = profile(batch, timed, preload, keys)
     parts = breakdown(stats)
     total = sum(parts.values()) or 1.0
@@ -117,15 +129,16 @@ def shares(batch: int, timed: int, preload: int = 20_000, keys: int = 500) -> di
 _IN_TREE = """
 import json, runpy
 tool = runpy.run_path({tool!r})
-print(json.dumps(tool["shares"]({batch}, {timed}, {preload}, {keys})))
+print(json.dumps(tool["_shares"]({batch}, {timed}, {preload}, {keys})))
 """
 
 
 def shares_in(tree: Path, batch: int, timed: int, preload: int = 20_000, keys: int = 500) -> dict[str, float]:
     """``shares`` for the code of another checkout (this file's stages, that tree's code)."""
+    from amends_pipeline.roles import collector
     from benchmarks.harness import run_in_tree  # not at the top: that tree runs this file too
 
-    code = _IN_TREE.format(
+    code = collector.SNIPPET + _IN_TREE.format(
         tool=str(Path(__file__).resolve()), batch=batch, timed=timed, preload=preload, keys=keys
     )
     out = run_in_tree(tree, code, "profiling")
@@ -140,7 +153,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--records", type=int, default=50_000, help="timed records")
     p.add_argument("--top", type=int, default=0, help="also print the N functions with the most own time")
     a = p.parse_args(argv)
-    stats, wall, n = profile(a.batch, a.records)
+    from amends_pipeline.roles import collector
+
+    with collector.settled():
+        stats, wall, n = profile(a.batch, a.records)
     parts = breakdown(stats)
     total = sum(parts.values())
     print(f"batch {a.batch}, {n:,} timed records, {wall:.2f} s under the profiler ({n / wall:,.0f} records/s)")

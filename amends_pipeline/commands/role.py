@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import gc
 import sys
 from contextlib import ExitStack
 
 from amends_pipeline.commands._common import load_config, operational
 from amends_pipeline.errors import UsageError
 from amends_pipeline.postgres.connection import wait_available
+from amends_pipeline.roles import collector
 from amends_pipeline.roles.loop import Stop, run_loop
 from amends_pipeline.roles.steps import ROLES, open_steps
 from amends_pipeline.runtime import Runtime
@@ -84,11 +84,7 @@ def run(args: argparse.Namespace) -> int:
     with ExitStack() as stack:
         steps = open_steps(rt, args.role, parts, args.batch_size, stack, log, stop=stop)
         log(f"serving partitions {parts} of {cfg.namespace!r}")
-        # Long-lived state (key caches) is built by now: keep the cyclic collector from
-        # rescanning it on every batch (it costs about a quarter of the worker's CPU).
-        gc.collect()
-        gc.freeze()
-        gc.set_threshold(50_000, 20, 20)
+        collector.settle()  # keep the cyclic collector off the long-lived key states
         total = run_loop(
             steps, stop, until_idle=args.until_idle,
             on_error=lambda e, n: log(f"transient failure {n}: {e}"),
