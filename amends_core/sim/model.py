@@ -64,6 +64,7 @@ from amends_core.sim.faults import (
     Outcome,
     SimSource,
 )
+from amends_core.sim.prefixes import Classified, classify_many
 from amends_core.sim.retry import Gate, RetryBook
 from amends_core.store.memory import MemoryStore
 from amends_core.view import ViewState
@@ -171,7 +172,7 @@ class ReplayRefused(Exception):
     """An administrative replay request is outside what the model can check."""
 
 
-def _sorted_source(cfg: Config, records: Iterable[Record]) -> dict[int, list[Record]]:
+def sorted_source(cfg: Config, records: Iterable[Record]) -> dict[int, list[Record]]:
     by_p: dict[int, list[Record]] = {p: [] for p in range(cfg.partitions)}
     for r in records:
         p = r.coords.partition
@@ -226,7 +227,7 @@ class Model:
 
     def __init__(self, cfg: Config, records: Iterable[Record] = (), *, safety: bool = True):
         self.cfg = cfg
-        self.source: dict[int, list[Record]] = _sorted_source(cfg, records)
+        self.source: dict[int, list[Record]] = sorted_source(cfg, records)
         self._offsets = {p: [r.coords.offset for r in rs] for p, rs in self.source.items()}
         self.store = self.new_store(cfg)
         self.view = self.new_view(cfg)
@@ -243,6 +244,9 @@ class Model:
         self.installs: list[tuple[int, int, int]] = []
         """Installed worker commits: (partition, batch epoch, epoch installed at commit)."""
         self._oracle_cache: dict[tuple[int, ...], oracle_mod.OracleResult] = {}
+        self._classified: Classified | None = None
+        self._classify_tried: tuple[tuple[Record, ...], ...] | None = None
+        """The source last handed to ``classify_many``."""
         self.processing = FaultyProcessing(self.store, self.installs, self.acks)
         self.log = FaultyLog(self.output)
         self.view_store = FaultyView(self.view)
@@ -282,17 +286,46 @@ class Model:
         return oracle_mod.compute(self.cfg, {p: list(r) for p, r in by_partition.items()})
 
     def oracle_at(self, frontiers: Sequence[int]) -> oracle_mod.OracleResult:
-        """The oracle over the prefix below ``frontiers`` (cached: the source only grows)."""
+        """The oracle over the prefix below ``frontiers`` (cached: the source only grows).
+
+        With the production ``oracle`` (variants may replace it), the source is
+        classified once and each prefix only derives from its rows
+        (``amends_core.sim.prefixes``: the same result as ``oracle``).
+        """
         key = tuple(frontiers)
         hit = self._oracle_cache.get(key)
         if hit is None:
-            hit = self.oracle(self.prefix(dict(enumerate(key))))
+            counts = [bisect.bisect_left(self._offsets[p], f) for p, f in enumerate(key)]
+            classified = self._classification() if any(counts) else None
+            if classified is not None:
+                hit = classified.derive_prefix(counts)
+            else:
+                hit = self.oracle(self.prefix(dict(enumerate(key))))
             self._oracle_cache[key] = hit
         return hit
+
+    def _classification(self) -> Classified | None:
+        if type(self).oracle is not Model.oracle:
+            return None
+        c = self._classified
+        if c is not None and c.covers(self.cfg, self.source):
+            return c
+        parts = tuple(tuple(self.source[p]) for p in range(self.cfg.partitions))
+        if parts == self._classify_tried:
+            return None  # this very source was refused: every prefix computes on its own
+        self._classify_tried = parts
+        self._classified = classify_many(self.cfg, [self.source])[0]
+        return self._classified
 
     def preset_empty_oracle(self, result: oracle_mod.OracleResult) -> None:
         """Reuse a result computed for the empty history under this configuration."""
         self._oracle_cache[(0,) * self.cfg.partitions] = result
+
+    def preset_classified(self, classified: Classified | None) -> None:
+        """Reuse a classification of the source made in a batch (ignored unless it covers it)."""
+        if classified is not None and classified.covers(self.cfg, self.source):
+            self._classified = classified
+            self._classify_tried = classified.parts
 
     # ------------------------------------------------------------ source
 
@@ -643,5 +676,5 @@ def rebuild(model: Model, namespace: str) -> Model:
 
 __all__ = [
     "RESUMES", "RETRYING", "Actor", "DrainStalled", "Event", "Model", "Observation", "Outcome",
-    "ReplayRefused", "Step", "rebuild",
+    "ReplayRefused", "Step", "rebuild", "sorted_source",
 ]

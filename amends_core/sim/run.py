@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 
 from amends_core.oracle import OracleResult
 from amends_core.sim.generate import generate
-from amends_core.sim.model import Actor, DrainStalled, Model, Outcome
+from amends_core.sim.model import Actor, DrainStalled, Model, Outcome, sorted_source
+from amends_core.sim.prefixes import Classified, classify_many
 from amends_core.sim.safety import SafetyViolation
 from amends_core.sim.shrink import shrink
 from amends_core.sim.trace import Trace
@@ -101,15 +102,19 @@ def run_trace(
     model_class: type[Model] = Model,
     *,
     empty: OracleResult | None = None,
+    classified: Classified | None = None,
 ) -> RunResult:
     """Execute explicit steps, the recovery suffix and the boundary check.
 
     ``empty`` may carry the oracle's (configuration-only) result for the empty
     history, which every run needs once; soaks compute it a single time.
+    ``classified`` may carry the trace's source classified in a batch
+    (``classify_batch``).
     """
     model = model_class(trace.cfg, trace.records)
     if empty is not None:
         model.preset_empty_oracle(empty)
+    model.preset_classified(classified)
     report: Report | None = None
     expected: VerifyStatus | None = None
     failure: Failure | None = None
@@ -159,11 +164,43 @@ def soak(
 ) -> Iterator[RunResult]:
     """Generate and run ``runs`` consecutive seeds starting at ``first_seed``."""
     empty: OracleResult | None = None
-    for seed in range(first_seed, first_seed + runs):
-        t = generate(seed, max_records=max_records, max_steps=max_steps, toolchain=toolchain)
-        if empty is None:
-            empty = model_class(t.cfg, ()).oracle_at([0] * t.cfg.partitions)
-        yield run_trace(t, model_class, empty=empty)
+    end = first_seed + runs
+    for start in range(first_seed, end, SOAK_BATCH):
+        traces = [
+            generate(seed, max_records=max_records, max_steps=max_steps, toolchain=toolchain)
+            for seed in range(start, min(start + SOAK_BATCH, end))
+        ]
+        for t, classified in zip(traces, classify_batch(traces), strict=True):
+            if empty is None:
+                empty = model_class(t.cfg, ()).oracle_at([0] * t.cfg.partitions)
+            yield run_trace(t, model_class, empty=empty, classified=classified)
+
+
+SOAK_BATCH = 64
+"""Seeds generated ahead, so that their sources are classified for the oracle in one pass."""
+
+
+def classify_batch(traces: list[Trace]) -> list[Classified | None]:
+    """The oracle's classification of every trace's source, one pass per configuration.
+
+    None for a trace whose source the batch cannot classify (its model then
+    classifies or computes on its own, and raises where it would have).
+    """
+    out: list[Classified | None] = [None] * len(traces)
+    by_cfg: dict[object, list[int]] = {}
+    for i, t in enumerate(traces):
+        by_cfg.setdefault(t.cfg, []).append(i)
+    for group in by_cfg.values():
+        cfg = traces[group[0]].cfg
+        sources = []
+        for i in group:
+            try:
+                sources.append(sorted_source(cfg, traces[i].records))
+            except ValueError:
+                sources.append({})  # the model refuses it before any oracle runs
+        for i, c in zip(group, classify_many(cfg, sources), strict=True):
+            out[i] = c
+    return out
 
 
 def faults_of(trace: Trace) -> int:
