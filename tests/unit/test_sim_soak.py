@@ -1,4 +1,4 @@
-"""The CI soak: at least 2,000 generated schedules with faults, zero safety violations.
+"""The CI soak: at least 5,000 generated schedules with faults, zero safety violations.
 
 Seeds 0..N-1 are split over worker processes (two on the CI machine). Every
 schedule has failed or lost replies (and often claims, held decisions,
@@ -18,12 +18,12 @@ from multiprocessing import get_context
 
 from amends_core.sim.run import SoakSummary, soak_chunk
 
-RUNS = int(os.environ.get("AMENDS_SIM_RUNS", "2000"))
+RUNS = int(os.environ.get("AMENDS_SIM_RUNS", "5000"))
 JOBS = int(os.environ.get("AMENDS_SIM_JOBS", str(min(2, os.cpu_count() or 1))))
 MAX_RECORDS, MAX_STEPS = 6, 80
 
 
-def test_two_thousand_generated_fault_schedules_show_no_safety_violation_and_the_expected_verdicts() -> None:
+def test_five_thousand_generated_fault_schedules_show_no_safety_violation_and_the_expected_verdicts() -> None:
     chunks = max(1, JOBS * 4)
     size = -(-RUNS // chunks)
     starts = list(range(0, RUNS, size))
@@ -40,7 +40,7 @@ def test_two_thousand_generated_fault_schedules_show_no_safety_violation_and_the
           f" ({total.runs / elapsed * 60:.0f}/min, {JOBS} processes); {dict(total.statuses)}")
     assert total.runs == RUNS
     if "AMENDS_SIM_RUNS" not in os.environ:
-        assert RUNS >= 2000
+        assert RUNS >= 5000
     assert total.failures == [], total.failures[:5]
     assert total.faulted == total.runs
     assert {"PASS", "PASS_WITH_EXCLUSIONS", "BLOCKED"} <= set(total.statuses)
