@@ -18,13 +18,14 @@ come from PostgreSQL's own table statistics.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import random
 import re
 import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,12 +61,16 @@ class _Key:
 
 def workload(n: int, keys: int, seed: int) -> list[Record]:
     """``n`` source records of the 95/4/1 mix over ``keys`` keys (offsets 0..n-1)."""
+    return list(itertools.islice(records_of_mix(keys, seed), n))
+
+
+def records_of_mix(keys: int, seed: int) -> Iterator[Record]:
+    """The records of ``workload``, one at a time, without end."""
     rng = random.Random(seed)
     ks = [_Key(StockKey(f"ITEM-{i:05d}", "DEPOT-A"), 0, []) for i in range(keys)]
     tkeys = [k.key.transport_key() for k in ks]
-    out: list[Record] = []
     counter = 0
-    for off in range(n):
+    for off in itertools.count():
         ki = rng.randrange(keys)
         k = ks[ki]
         assert k.txns is not None
@@ -91,8 +96,7 @@ def workload(n: int, keys: int, seed: int) -> list[Record]:
             f"T{entry[0]}", entry[1], kind, k.key,
             ORIGIN + entry[2] * DAY + rng.randrange(DAY), qty, ORIGIN + off,
         )
-        out.append(Record(wire.encode_transaction(t), tkeys[ki], Coordinates(SOURCE, 0, off)))
-    return out
+        yield Record(wire.encode_transaction(t), tkeys[ki], Coordinates(SOURCE, 0, off))
 
 
 def preloaded(store: PgStore, records: Sequence[Record], preload: int) -> tuple[Token, int]:

@@ -44,6 +44,14 @@ def _durable(a: argparse.Namespace) -> list[Figure]:
     return figs
 
 
+def _worker_memory(a: argparse.Namespace) -> list[Figure]:
+    from benchmarks import worker_memory_bench as b
+
+    if a.tiny:
+        return b.run(keys=2_000, history=(5_000, 10_000), history_keys=50)
+    return b.run()
+
+
 def _oracle(a: argparse.Namespace) -> list[Figure]:
     from benchmarks import oracle_bench as b
 
@@ -92,6 +100,7 @@ def _verify_memory(a: argparse.Namespace) -> list[Figure]:
 SUITES: dict[str, Suite] = {
     "core": _core,
     "durable": _durable,
+    "worker-memory": _worker_memory,
     "oracle": _oracle,
     "compute": _compute,
     "simulator": _sim,
