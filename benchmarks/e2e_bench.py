@@ -29,7 +29,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import psycopg
@@ -96,6 +96,8 @@ class Measured:
     """... until the last record's balance row was visible in the view."""
     load: tuple[float, float] = (0.0, 0.0)
     """The machine's 1-minute load average when the run started and when it ended."""
+    hops_ms: list[tuple[float, float]] = field(default_factory=list)
+    """Per latency sample: ms until the worker's commit and the relay's acknowledgement were seen."""
 
     def p(self, q: float) -> float:
         return statistics.median(self.latency_ms) if q == 0.5 else percentile(self.latency_ms, q)
@@ -153,26 +155,50 @@ def _drive(bootstrap: str, dsn: str, schema: str, roles: RoleProcesses, samples:
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
         w = Writer(bootstrap, **{"linger.ms": 0})
-        lat = _latency(w, conn, roles, samples, warmup)
+        lat, hops = _latency(w, conn, roles, samples, warmup)
         stages = _bulk(w, conn, roles, samples + warmup, bulk)
-    return Measured(lat, bulk, *stages)
+    return Measured(lat, bulk, *stages, hops_ms=hops)
 
 
-def _latency(w: Writer, conn: psycopg.Connection, roles: RoleProcesses, samples: int, warmup: int) -> list[float]:
+def _latency(
+    w: Writer, conn: psycopg.Connection, roles: RoleProcesses, samples: int, warmup: int
+) -> tuple[list[float], list[tuple[float, float]]]:
+    """Latencies (ms) and, per sample, when the worker's commit and the relay's acknowledgement
+    were first seen (ms after the same start): where the time goes, hop by hop."""
     lat: list[float] = []
+    hops: list[tuple[float, float]] = []
     for i in range(samples + warmup):
+        w.delivered.clear()
         w.produce(SOURCE, 0, value(i), KEY.transport_key())
         w.flush()
         t0 = time.perf_counter()
-        while not _visible(conn, i):
-            if time.perf_counter() - t0 > 30:
+        offset = w.delivered[-1][1]
+        oid = OutputID(str(CONFIG["namespace"]), Family.BALANCE, KEY, ORIGIN_DAY + i).encoded
+        worker_ms = relay_ms = None
+        sequence = 0
+        while True:
+            row = conn.execute(
+                "SELECT p.next_offset, p.last_sequence, coalesce(r.acked_sequence, 0),"
+                " EXISTS (SELECT 1 FROM view_rows WHERE output_id = %s)"
+                " FROM partitions p LEFT JOIN relay_progress r USING (ns_id, partition)", (oid,),
+            ).fetchone()
+            assert row is not None
+            now = (time.perf_counter() - t0) * 1000
+            if worker_ms is None and row[0] > offset:
+                worker_ms, sequence = now, row[1]
+            if worker_ms is not None and relay_ms is None and row[2] >= sequence:
+                relay_ms = now
+            if row[3]:
+                break
+            if now > 30_000:
                 roles.check()
                 msg = f"record {i} not visible after 30 s"
                 raise TimeoutError(msg)
-            time.sleep(0.002)
+            time.sleep(0.001)
         if i >= warmup:
-            lat.append((time.perf_counter() - t0) * 1000)
-    return lat
+            lat.append(now)
+            hops.append((now if worker_ms is None else worker_ms, now if relay_ms is None else relay_ms))
+    return lat, hops
 
 
 def _bulk(w: Writer, conn: psycopg.Connection, roles: RoleProcesses, start: int, bulk: int) -> tuple[float, float, float]:
