@@ -10,8 +10,8 @@ from amends_pipeline.commands._common import load_config, operational
 from amends_pipeline.errors import UsageError
 from amends_pipeline.postgres.connection import wait_available
 from amends_pipeline.roles import collector
-from amends_pipeline.roles.loop import Stop, run_loop
-from amends_pipeline.roles.steps import ROLES, open_steps
+from amends_pipeline.roles.loop import FALLBACK_POLL, Stop, run_loop
+from amends_pipeline.roles.steps import ROLES, open_role
 from amends_pipeline.runtime import Runtime
 
 
@@ -39,6 +39,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--batch-size", type=int, default=1000)
     p.add_argument("--until-idle", action="store_true", help="exit 0 once no work is left")
+    p.add_argument(
+        "--fallback-poll", type=float, default=FALLBACK_POLL, metavar="S",
+        help="when idle, the role waits for work (worker and view: a Kafka fetch; relay: the"
+        " worker's commit notification) and looks anyway after S seconds without a wake-up"
+        f" (default {FALLBACK_POLL:g})",
+    )
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=run)
 
@@ -72,6 +78,9 @@ def run(args: argparse.Namespace) -> int:
     if args.batch_size < 1:
         msg = "--batch-size must be at least 1"
         raise UsageError(msg)
+    if not 0 < args.fallback_poll <= 3600:
+        msg = "--fallback-poll must be more than 0 and at most 3600 seconds"
+        raise UsageError(msg)
     rt = Runtime(cfg)
     stop = Stop()
     stop.install()
@@ -82,11 +91,12 @@ def run(args: argparse.Namespace) -> int:
 
     probe(rt)
     with ExitStack() as stack:
-        steps = open_steps(rt, args.role, parts, args.batch_size, stack, log, stop=stop)
+        role = open_role(rt, args.role, parts, args.batch_size, stack, log, stop=stop)
+        steps = role.steps
         log(f"serving partitions {parts} of {cfg.namespace!r}")
         collector.settle()  # keep the cyclic collector off the long-lived key states
         total = run_loop(
-            steps, stop, until_idle=args.until_idle,
+            steps, stop, until_idle=args.until_idle, wait=role.wait, fallback_poll=args.fallback_poll,
             on_error=lambda e, n: log(f"transient failure {n}: {e}"),
         )
         log(f"stopping after {total} items")

@@ -28,7 +28,8 @@ import concurrent.futures
 import contextlib
 import enum
 import json
-from collections.abc import Generator, Iterator
+import time
+from collections.abc import Generator, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,6 +56,11 @@ from amends_pipeline.redaction import redact
 MARKER_HEADER = "amends-marker"
 _NO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"
 """The all-zero UUID as confluent-kafka prints it: no topic ID."""
+WAIT_FETCH_MAX_MS = 10
+"""``fetch.wait.max.ms`` of a reader that roles only wait in (``Reader.wait``). A Kafka broker
+answers a waiting fetch as soon as data arrives, so there it only sets how often an idle
+role's fetch is renewed; librdkafka's mock cluster answers only after it, so there it
+bounds how late an idle role notices new data."""
 DEFAULT_SOURCE_TOPIC = "amends-source"
 DEFAULT_OUTPUT_TOPIC = "amends-output"
 
@@ -329,6 +335,33 @@ class Reader:
                     raise KafkaUnavailable(msg_1 + _at(self.bootstrap)) from e
             raise _raise_from(msg, e, self.bootstrap) from e
         return Watermarks(low, high)
+
+    def wait(self, positions: Mapping[int, int], timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for a message at or past ``positions`` (partition -> offset).
+
+        Only a wake-up for an idle role: True as soon as any of the partitions
+        delivers a message there, or the fetch meets anything but the end of the
+        partition (an error the next read reports itself); False when the time is
+        up. Nothing is returned or consumed: the next read fetches from its own
+        frontier. The broker answers a waiting fetch as soon as data arrives
+        (librdkafka's mock cluster only after ``fetch.wait.max.ms``).
+        """
+        if not positions:
+            return False
+        deadline = time.monotonic() + timeout
+        try:
+            self._c.assign([TopicPartition(self.topic, p, off) for p, off in positions.items()])
+            try:
+                while (left := deadline - time.monotonic()) > 0:
+                    for m in self._c.consume(num_messages=1, timeout=left):
+                        err = m.error()
+                        if err is None or err.code() != _DriverError._PARTITION_EOF:
+                            return True
+            finally:
+                self._c.unassign()
+        except KafkaException:
+            return True  # the next read meets it and says what it is
+        return False
 
     def messages(
         self,

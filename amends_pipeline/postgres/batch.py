@@ -238,6 +238,11 @@ class ProcessingTx:
     def rollback(self) -> None:
         self._abort()
 
+    def notify(self, channel: str) -> None:
+        """NOTIFY ``channel`` (empty payload): delivered only if this transaction commits; a wake-up."""
+        with self._aborting():
+            self._conn.execute("SELECT pg_notify(%s, '')", (channel,))
+
     def advance_to(self, until: int) -> None:
         """Move the frontier to ``until``: the source range below it was read completely.
 

@@ -90,6 +90,7 @@ from amends_pipeline.postgres.sql import (
     READ_SKIP,
     READ_SKIPS,
 )
+from amends_pipeline.postgres.wake import outbox_channel
 
 # ---------------------------------------------------------------- values
 
@@ -231,6 +232,8 @@ class PgStore:
             self._label, self._check_partition, self._load_keys,
         )
         """All a processing transaction sees of this store."""
+        self.outbox_channel = outbox_channel(db.schema, cfg.namespace)
+        """Notified by every processing commit (``wake``): a relay's wake-up, carrying no data."""
 
     @property
     def cache(self) -> bool:
@@ -391,6 +394,7 @@ class PgStore:
                 tx.apply(records)
                 if until is not None:
                     tx.advance_to(until)
+                tx.notify(self.outbox_channel)  # wakes an idle relay once this commits
                 return tx.commit()
         except BatchAborted as e:
             self._note_stop(e)

@@ -5,12 +5,23 @@ retried with capped exponential backoff, at most ``max_retries`` times in a
 row; everything else (a replaced owner, a recreated topic, lost retention, a
 stopped view partition, an arithmetic operation error) ends the loop with
 that error, because retrying cannot fix it.
+
+Idle waiting: after a round in which no step did any work the loop waits for
+work instead of sleeping a fixed time, when the role gives it a ``wait``: the
+worker and the view wait in a Kafka fetch for the next message past their
+frontiers, the relay for the worker's commit notification (PostgreSQL
+``LISTEN``). A wait is only a wake-up: whatever it says, the steps find the
+work themselves, and after ``fallback_poll`` seconds without a wake-up the
+loop runs its steps anyway, so a lost wake-up delays work, never stalls it.
+The wait is sliced (at most ``WAIT_SLICE`` seconds per call) so that a stop
+request is honoured promptly. Without a ``wait`` the loop sleeps ``idle_sleep``.
 """
 
 from __future__ import annotations
 
 import signal
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +31,15 @@ from amends_pipeline.kafka.topics import KafkaUnavailable
 
 TRANSIENT: tuple[type[BaseException], ...] = (Transient, KafkaUnavailable)
 """Store unavailable or in conflict, claims unsettled (all ``Transient``), broker unreachable."""
+
+Wait = Callable[[float], bool]
+"""Blocks up to the given seconds for a sign of work; True when woken before the time was up."""
+
+WAIT_SLICE = 0.2
+"""Longest single ``wait`` call: a stop request waits at most about this long."""
+
+FALLBACK_POLL = 1.0
+"""Default seconds an idle role waits for a wake-up before it runs its steps anyway."""
 
 
 @dataclass
@@ -48,6 +68,8 @@ def run_loop(
     stop: Stop,
     *,
     idle_sleep: float = 0.05,
+    wait: Wait | None = None,
+    fallback_poll: float = FALLBACK_POLL,
     until_idle: bool = False,
     max_retries: int = 8,
     on_error: Callable[[BaseException, int], None] | None = None,
@@ -55,7 +77,9 @@ def run_loop(
     """Call every step round-robin; each returns how much work it did.
 
     Returns the total work done. With ``until_idle`` the loop returns after a
-    full round in which no step did any work.
+    full round in which no step did any work. Otherwise an idle round is
+    followed by ``wait`` (up to ``fallback_poll`` seconds, see the module text)
+    or, without one, by ``idle_sleep`` seconds of sleep.
     """
     total = 0
     failures = 0
@@ -77,5 +101,28 @@ def run_loop(
         if did == 0:
             if until_idle:
                 return total
-            stop.wait(idle_sleep)
+            if wait is None:
+                stop.wait(idle_sleep)
+            else:
+                idle(wait, stop, fallback_poll, idle_sleep)
     return total
+
+
+def idle(wait: Wait, stop: Stop, fallback_poll: float, idle_sleep: float = 0.05) -> bool:
+    """Wait for a wake-up, in slices, for at most ``fallback_poll`` seconds; True when woken.
+
+    A failing wait is only a missed wake-up: the loop sleeps ``idle_sleep``
+    and runs its steps, which meet (and report) whatever failed.
+    """
+    deadline = time.monotonic() + fallback_poll
+    while not stop.requested:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        try:
+            if wait(min(left, WAIT_SLICE)):
+                return True
+        except Exception:
+            stop.wait(idle_sleep)
+            return False
+    return False

@@ -17,9 +17,13 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
+from dataclasses import dataclass
 from typing import TypeVar
 
-from amends_pipeline.roles.loop import Stop, run_loop
+from amends_pipeline.kafka.topics import Reader
+from amends_pipeline.postgres.view_store import PgViewStore
+from amends_pipeline.postgres.wake import OutboxListener
+from amends_pipeline.roles.loop import Stop, Wait, run_loop
 from amends_pipeline.roles.relay import RelayLock, RelayPartition
 from amends_pipeline.roles.view import ViewPartition
 from amends_pipeline.roles.worker import WorkerPartition
@@ -77,6 +81,14 @@ class _Retried:
         return start_up(action, self.stop, self.log, max_retries=self.max_retries)
 
 
+@dataclass(frozen=True)
+class RoleSteps:
+    """The bounded steps of a role and how it waits for work when they are idle (``run_loop``)."""
+
+    steps: list[Step]
+    wait: Wait | None = None
+
+
 def open_steps(
     rt: Runtime,
     role: str,
@@ -93,6 +105,22 @@ def open_steps(
     Start-up steps are retried on transient failures (see the module text);
     when ``stop`` is requested during start-up no step is returned.
     """
+    return open_role(rt, role, parts, batch, stack, log, stop=stop, max_retries=max_retries).steps
+
+
+def open_role(
+    rt: Runtime,
+    role: str,
+    parts: Sequence[int],
+    batch: int,
+    stack: ExitStack,
+    log: Callable[[str], None] = _silent,
+    *,
+    stop: Stop | None = None,
+    max_retries: int = 8,
+) -> RoleSteps:
+    """``open_steps`` with the role's idle wait: a Kafka fetch past the frontiers (worker,
+    view) or the outbox notification (relay), see ``run_loop``."""
     if role not in ROLES:
         msg = f"unknown role {role!r}; expected one of {', '.join(ROLES)}"
         raise ValueError(msg)
@@ -100,7 +128,7 @@ def open_steps(
     try:
         return _open(rt, role, parts, batch, stack, log, retried)
     except StartupStopped:
-        return []
+        return RoleSteps([])
 
 
 def _open(
@@ -111,7 +139,7 @@ def _open(
     stack: ExitStack,
     log: Callable[[str], None],
     retried: _Retried,
-) -> list[Step]:
+) -> RoleSteps:
     if role == "worker":
         store = stack.enter_context(retried(lambda: rt.store("amends-worker")))
         m = retried(lambda: rt.manifest(store))
@@ -121,7 +149,8 @@ def _open(
             tok = retried(w.claim)
             frontier = retried(functools.partial(store.frontier, w.partition))
             log(f"partition {w.partition}: epoch {tok.epoch}, frontier {frontier}")
-        return [_worker_step(w) for w in workers]
+        waiter = stack.enter_context(retried(lambda: rt.waiting_reader(m.source_topic)))
+        return RoleSteps([_worker_step(w) for w in workers], _worker_wait(waiter, workers))
     if role == "relay":
         store = stack.enter_context(retried(lambda: rt.store("amends-relay")))
         m = retried(lambda: rt.manifest(store))
@@ -131,13 +160,28 @@ def _open(
             lock = retried(functools.partial(RelayLock, rt.dsn, rt.schema, rt.cfg.namespace, p))
             stack.callback(lock.close)
             relays.append(RelayPartition(store, writer, m.output_topic, p, batch_size=batch))
-        return [_relay_step(r) for r in relays]
+        # Listening before the first step: a commit after that step's look wakes the wait.
+        listener = OutboxListener(rt.dsn, rt.schema, rt.cfg.namespace)
+        stack.callback(listener.close)
+        retried(listener.listen)
+        return RoleSteps([_relay_step(r) for r in relays], listener.wait)
     store = stack.enter_context(retried(lambda: rt.store("amends-view-manifest")))
     m = retried(lambda: rt.manifest(store))
     vstore = stack.enter_context(retried(rt.view_store))
     reader = stack.enter_context(retried(lambda: rt.reader(m.output_topic)))
     views = [ViewPartition(vstore, reader, p, batch_size=max(batch, 1000)) for p in parts]
-    return [_view_step(v) for v in views]
+    waiter = stack.enter_context(retried(lambda: rt.waiting_reader(m.output_topic)))
+    return RoleSteps([_view_step(v) for v in views], _view_wait(waiter, vstore, parts))
+
+
+def _worker_wait(waiter: Reader, workers: Sequence[WorkerPartition]) -> Wait:
+    """Until a source message arrives past any worker's frontier."""
+    return lambda seconds: waiter.wait({w.partition: w.frontier() for w in workers}, seconds)
+
+
+def _view_wait(waiter: Reader, vstore: PgViewStore, parts: Sequence[int]) -> Wait:
+    """Until an output message arrives past any view partition's frontier."""
+    return lambda seconds: waiter.wait({p: vstore.progress(p)[0] for p in parts}, seconds)
 
 
 def _worker_step(w: WorkerPartition) -> Step:
