@@ -16,6 +16,17 @@ loopback, started the way the tests start it). Runs alternate between the two
 (mock first, then real first, ...) so that drift in a shared machine's load
 falls on both alike; ratios real/mock are taken per run, from measurements a
 few seconds apart, and reported as their median.
+
+Before/after: with a baseline checkout (``--baseline-checkout``) every run
+also measures that checkout's roles (``amends role`` and ``amends provision``
+run on its code, this benchmark's driver and timing on both), on a fresh
+broker and schema of their own, alternating which tree goes first; the
+now/before ratios are taken per run.
+
+Where the time goes: each latency sample also records when the worker's
+commit (the partition's frontier past the record) and the relay's
+acknowledgement (its acknowledged sequence reaching the worker's) were first
+seen, so the hops are reported as well (p50 from produce).
 """
 
 from __future__ import annotations
@@ -42,7 +53,7 @@ from amends_pipeline.kafka.realbroker import KAFKA_VERSION, RealBroker
 from amends_pipeline.kafka.topics import Writer
 from amends_pipeline.postgres.connection import dsn_from_env
 from amends_pipeline.postgres.migrate import scratch_schema
-from benchmarks.harness import Figure, RoleProcesses, figure
+from benchmarks.harness import Figure, RoleProcesses, figure, in_tree_env
 
 AMENDS = str(Path(sys.executable).with_name("amends"))
 KEY = StockKey("LAT-ITEM", "DC-1")
@@ -124,14 +135,17 @@ def _visible(conn: psycopg.Connection, i: int) -> bool:
     return conn.execute("SELECT 1 FROM view_rows WHERE output_id = %s", (oid,)).fetchone() is not None
 
 
-def measure(kind: str, samples: int, bulk: int, warmup: int = 5) -> Measured:
-    """One run on a fresh broker of ``kind`` ("mock" or "real") and a fresh schema."""
+def measure(kind: str, samples: int, bulk: int, warmup: int = 5, tree: Path | None = None) -> Measured:
+    """One run on a fresh broker of ``kind`` ("mock" or "real") and a fresh schema.
+
+    ``tree``: run the roles (and provision) of that checkout instead of this one's.
+    """
     load0 = os.getloadavg()[0]
-    m = _measure(kind, samples, bulk, warmup)
+    m = _measure(kind, samples, bulk, warmup, tree)
     return replace(m, load=(load0, os.getloadavg()[0]))
 
 
-def _measure(kind: str, samples: int, bulk: int, warmup: int) -> Measured:
+def _measure(kind: str, samples: int, bulk: int, warmup: int, tree: Path | None) -> Measured:
     dsn = dsn_from_env()
     with tempfile.TemporaryDirectory() as tmp_s, scratch_schema(dsn, "bench_e2e") as schema:
         tmp = Path(tmp_s)
@@ -139,6 +153,8 @@ def _measure(kind: str, samples: int, bulk: int, warmup: int) -> Measured:
             cfg_path = tmp / "config.json"
             cfg_path.write_text(json.dumps(CONFIG))
             env = dict(benv, AMENDS_PG_DSN=dsn, AMENDS_PG_SCHEMA=schema)
+            if tree is not None:
+                env = in_tree_env(tree, env)
             subprocess.run(
                 [AMENDS, "provision", "--config", str(cfg_path), "--source-topic", SOURCE, "--output-topic", OUTPUT],
                 env=env, check=True, capture_output=True,
@@ -229,8 +245,13 @@ def _bulk(w: Writer, conn: psycopg.Connection, roles: RoleProcesses, start: int,
         time.sleep(0.005)
 
 
-def run(samples: int = 60, bulk: int = 20_000, runs: int = 3, warmup: int = 5) -> list[Figure]:
-    """``runs`` alternating runs on each broker; figures are medians over runs (range min – max)."""
+def run(
+    samples: int = 200, bulk: int = 20_000, runs: int = 3, warmup: int = 5, baseline: Path | None = None
+) -> list[Figure]:
+    """``runs`` alternating runs on each broker; figures are medians over runs (range min – max).
+
+    With ``baseline`` each run measures that checkout's roles too (see the module text).
+    """
     # value, key and record overhead; the mock keeps ~4.5 MiB of small records (docs/devbroker.md)
     size = sum(len(value(i)) + 30 for i in range(samples + warmup + bulk))
     if size > 0.9 * MOCK_PARTITION_BYTES:
@@ -241,10 +262,18 @@ def run(samples: int = 60, bulk: int = 20_000, runs: int = 3, warmup: int = 5) -
         )
         raise ValueError(msg)
     got: dict[str, list[Measured]] = {k: [] for k in BROKERS}
+    before: dict[str, list[Measured]] = {k: [] for k in BROKERS}
     for n in range(runs):
+        trees: list[tuple[Path | None, dict[str, list[Measured]]]] = [(None, got)]
+        if baseline is not None:
+            trees = trees + [(baseline, before)] if n % 2 == 0 else [(baseline, before), *trees]
         for kind in BROKERS if n % 2 == 0 else BROKERS[::-1]:
-            got[kind].append(measure(kind, samples, bulk, warmup))
-    return figures(got, samples, bulk, warmup)
+            for tree, into in trees:
+                into[kind].append(measure(kind, samples, bulk, warmup, tree))
+    out = figures(got, samples, bulk, warmup)
+    if baseline is not None:
+        out += before_after(got, before, baseline, samples, bulk, warmup)
+    return out
 
 
 def figures(got: dict[str, list[Measured]], samples: int, bulk: int, warmup: int) -> list[Figure]:
@@ -286,6 +315,49 @@ def figures(got: dict[str, list[Measured]], samples: int, bulk: int, warmup: int
         [m.view_s / r.view_s for r, m in zip(got["real"], got["mock"], strict=True)],
         "x", same,
     ))
+    for kind in BROKERS:
+        if all(m.hops_ms for m in got[kind]):
+            for i, hop in enumerate(("worker's commit", "relay's acknowledgement")):
+                out.append(figure(
+                    GROUP, f"produce -> {hop} seen, p50 (roles, {kind} broker)",
+                    [statistics.median(h[i] for h in m.hops_ms) for m in got[kind]], "ms",
+                    f"{per_run}: where the latency goes (the view's row above is the whole way)",
+                ))
+    return out
+
+
+def before_after(
+    got: dict[str, list[Measured]], before: dict[str, list[Measured]], baseline: Path,
+    samples: int, bulk: int, warmup: int,
+) -> list[Figure]:
+    """The baseline checkout's rows and the now/before ratios of the same runs."""
+    cond = (
+        f"{samples} single records per run after {warmup} warm-up records; before = the roles of checkout"
+        f" {baseline.name}, measured in the same runs by the same driver, the two trees alternating"
+    )
+    out: list[Figure] = []
+    for kind in BROKERS:
+        now, old = got[kind], before[kind]
+        out.append(figure(
+            GROUP, f"produce -> view visible, p50 (roles, {kind} broker), before", [m.p(0.5) for m in old],
+            "ms", f"{cond}, {BROKER_TEXT[kind]}",
+            p95=statistics.median(m.p(0.95) for m in old), p99=statistics.median(m.p(0.99) for m in old),
+        ))
+        for q, label in ((0.5, "p50"), (0.99, "p99")):
+            out.append(figure(
+                GROUP, f"now / before, {label} latency ({kind} broker)",
+                [a.p(q) / b.p(q) for a, b in zip(now, old, strict=True)], "x", cond,
+            ))
+        out.append(figure(
+            GROUP, f"bulk records through worker, relay and view ({kind} broker), before",
+            [bulk / m.view_s for m in old], "records/s", f"{bulk:,} new records, batch size {BATCH:,}; {cond}",
+            worker_rps=statistics.median(bulk / m.worker_s for m in old),
+            relay_rps=statistics.median(bulk / m.relay_s for m in old),
+        ))
+        out.append(figure(
+            GROUP, f"now / before, bulk records/s ({kind} broker)",
+            [b.view_s / a.view_s for a, b in zip(now, old, strict=True)], "x", cond,
+        ))
     return out
 
 

@@ -228,3 +228,24 @@ def run_in_tree(tree: Path, code: str, what: str) -> str:
         msg = f"{what} in {tree} failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}"
         raise RuntimeError(msg)
     return done.stdout
+
+
+def in_tree_env(tree: Path, env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` for child processes (``amends role ...``) that must run ``tree``'s own code.
+
+    Checked once: RuntimeError when an interpreter started with it imports
+    amends_core or amends_pipeline from anywhere else.
+    """
+    out = {**env, "PYTHONPATH": str(tree)}
+    code = (
+        "import pathlib, amends_core, amends_pipeline\n"
+        f"root = pathlib.Path({str(tree)!r}).resolve()\n"
+        "bad = [m.__file__ for m in (amends_core, amends_pipeline)"
+        " if root not in pathlib.Path(m.__file__).resolve().parents]\n"
+        "raise SystemExit(f'imported from {bad}' if bad else 0)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=tree, env=out, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        msg = f"processes on {tree} would not run its code: {(done.stdout + done.stderr).strip()[-500:]}"
+        raise RuntimeError(msg)
+    return out

@@ -79,7 +79,7 @@ def _e2e(a: argparse.Namespace) -> list[Figure]:
 
     if a.tiny:
         return b.run(samples=5, bulk=200, runs=1, warmup=2)
-    return b.run(samples=60, bulk=20_000, runs=a.runs_slow)
+    return b.run(samples=200, bulk=20_000, runs=a.runs_slow, baseline=a.baseline_checkout)
 
 
 def _dagster(a: argparse.Namespace) -> list[Figure]:

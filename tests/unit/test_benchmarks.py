@@ -73,6 +73,23 @@ def test_end_to_end_rows_put_the_real_broker_beside_the_mock_with_per_run_ratios
         "produce -> view visible, p95 (roles, mock broker)") + 1
 
 
+def test_end_to_end_before_after_rows_are_per_run_ratios_against_the_baseline_checkout() -> None:
+    from pathlib import Path
+
+    from benchmarks.e2e_bench import Measured, before_after, figures
+
+    now = {k: [Measured([10.0, 20.0, 30.0], 100, 1.0, 2.0, 2.0, hops_ms=[(1.0, 2.0), (3.0, 4.0), (5.0, 6.0)])] for k in ("mock", "real")}
+    old = {k: [Measured([40.0, 80.0, 120.0], 100, 1.0, 2.0, 4.0)] for k in ("mock", "real")}
+    rows = {f.name: f for f in before_after(now, old, Path("/tmp/f6860fe"), samples=3, bulk=100, warmup=0)}
+    assert rows["produce -> view visible, p50 (roles, mock broker), before"].median == 80.0
+    assert rows["now / before, p50 latency (real broker)"].median == 0.25
+    assert rows["now / before, p99 latency (mock broker)"].median == 0.25
+    assert rows["now / before, bulk records/s (mock broker)"].median == 2.0  # 100/2 vs 100/4
+    hops = {f.name: f for f in figures(now, samples=3, bulk=100, warmup=0)}
+    assert hops["produce -> worker's commit seen, p50 (roles, mock broker)"].median == 3.0
+    assert hops["produce -> relay's acknowledgement seen, p50 (roles, real broker)"].median == 4.0
+
+
 def test_the_generated_history_never_redelivers_before_a_live_record_exists() -> None:
     """With many keys, partition 0 can hold only malformed records when a re-delivery is
     drawn into an empty partition; the fallback then needs a live identity (seed 1 raised
