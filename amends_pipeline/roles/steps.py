@@ -105,7 +105,7 @@ def open_steps(
     Start-up steps are retried on transient failures (see the module text);
     when ``stop`` is requested during start-up no step is returned.
     """
-    return open_role(rt, role, parts, batch, stack, log, stop=stop, max_retries=max_retries).steps
+    return _role(rt, role, parts, batch, stack, log, stop, max_retries, waits=False).steps
 
 
 def open_role(
@@ -120,13 +120,32 @@ def open_role(
     max_retries: int = 8,
 ) -> RoleSteps:
     """``open_steps`` with the role's idle wait: a Kafka fetch past the frontiers (worker,
-    view) or the outbox notification (relay), see ``run_loop``."""
+    view) or the outbox notification (relay), see ``run_loop``.
+
+    Drains that run until idle (``open_steps``) never wait and open neither
+    the waiting reader nor the listening session.
+    """
+    return _role(rt, role, parts, batch, stack, log, stop, max_retries, waits=True)
+
+
+def _role(
+    rt: Runtime,
+    role: str,
+    parts: Sequence[int],
+    batch: int,
+    stack: ExitStack,
+    log: Callable[[str], None],
+    stop: Stop | None,
+    max_retries: int,
+    *,
+    waits: bool,
+) -> RoleSteps:
     if role not in ROLES:
         msg = f"unknown role {role!r}; expected one of {', '.join(ROLES)}"
         raise ValueError(msg)
     retried = _Retried(Stop() if stop is None else stop, log, max_retries)
     try:
-        return _open(rt, role, parts, batch, stack, log, retried)
+        return _open(rt, role, parts, batch, stack, log, retried, waits)
     except StartupStopped:
         return RoleSteps([])
 
@@ -139,6 +158,7 @@ def _open(
     stack: ExitStack,
     log: Callable[[str], None],
     retried: _Retried,
+    waits: bool,
 ) -> RoleSteps:
     if role == "worker":
         store = stack.enter_context(retried(lambda: rt.store("amends-worker")))
@@ -149,8 +169,11 @@ def _open(
             tok = retried(w.claim)
             frontier = retried(functools.partial(store.frontier, w.partition))
             log(f"partition {w.partition}: epoch {tok.epoch}, frontier {frontier}")
+        steps = [_worker_step(w) for w in workers]
+        if not waits:
+            return RoleSteps(steps)
         waiter = stack.enter_context(retried(lambda: rt.waiting_reader(m.source_topic)))
-        return RoleSteps([_worker_step(w) for w in workers], _worker_wait(waiter, workers))
+        return RoleSteps(steps, _worker_wait(waiter, workers))
     if role == "relay":
         store = stack.enter_context(retried(lambda: rt.store("amends-relay")))
         m = retried(lambda: rt.manifest(store))
@@ -160,6 +183,8 @@ def _open(
             lock = retried(functools.partial(RelayLock, rt.dsn, rt.schema, rt.cfg.namespace, p))
             stack.callback(lock.close)
             relays.append(RelayPartition(store, writer, m.output_topic, p, batch_size=batch))
+        if not waits:
+            return RoleSteps([_relay_step(r) for r in relays])
         # Listening before the first step: a commit after that step's look wakes the wait.
         listener = OutboxListener(rt.dsn, rt.schema, rt.cfg.namespace)
         stack.callback(listener.close)
@@ -170,6 +195,8 @@ def _open(
     vstore = stack.enter_context(retried(rt.view_store))
     reader = stack.enter_context(retried(lambda: rt.reader(m.output_topic)))
     views = [ViewPartition(vstore, reader, p, batch_size=max(batch, 1000)) for p in parts]
+    if not waits:
+        return RoleSteps([_view_step(v) for v in views])
     waiter = stack.enter_context(retried(lambda: rt.waiting_reader(m.output_topic)))
     return RoleSteps([_view_step(v) for v in views], _view_wait(waiter, vstore, parts))
 
