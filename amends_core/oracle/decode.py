@@ -105,11 +105,14 @@ _DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeErr
 
 _STR = r'"([^"\\\x00-\x1f]*)"'
 _INT = r"(-?(?:0|[1-9][0-9]*))"
+_ZULU = r'"([0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?[Zz])"'
+"""An RFC 3339 instant in UTC (``Z``), with or without a fraction: a string that
+needs no escapes, with every digit at a fixed position up to the seconds."""
 _CANONICAL = (
     r"^\{"
     rf'"txn_id":{_STR},"revision":{_INT},"kind":{_STR},'
     rf'"stock_key":\{{"item":{_STR},"location":{_STR}\}},'
-    rf'"valid_time":{_STR},"qty":{_INT},"source_time":{_STR}'
+    rf'"valid_time":{_ZULU},"qty":{_INT},"source_time":{_ZULU}'
     r"\}$"
 )
 _FIELDS = ("txn_id", "revision", "kind", "item", "location", "valid_time", "qty", "source_time")
@@ -145,20 +148,6 @@ DECODED_SCHEMA: dict[str, pl.DataType] = {
 Instants are split into UTC seconds since the epoch and a nanosecond part in
 ``[0, 10**9)``: years 1-9999 in nanoseconds do not fit a signed 64-bit column.
 """
-
-
-def _canonical_layout(text: pl.Series) -> pl.DataFrame:
-    """Bulk match of the canonical layout; unmatched rows are all null."""
-    chunks = [
-        pl.LazyFrame({"v": text.slice(start, _BULK_CHUNK)})
-        .select(pl.col("v").str.extract_groups(_CANONICAL))
-        .unnest("v")
-        for start in range(0, len(text), _BULK_CHUNK)
-    ]
-    out = pl.concat(pl.collect_all(chunks))
-    # Group names are positional ("1".."8"); give them ours, then type the integers.
-    out = out.rename(dict(zip(out.columns, _FIELDS, strict=True)))
-    return out.with_columns(pl.col(c).cast(pl.Int64, strict=False) for c in _INT_FIELDS)
 
 
 def _utf8_text(values: pl.Series) -> pl.Series:
@@ -322,31 +311,18 @@ _TS_PARTS = ("y", "mo", "d", "h", "mi", "s", "frac", "z", "sign", "oh", "om")
 _TS_NUMBERS = ("y", "mo", "d", "h", "mi", "s", "oh", "om")
 
 
-def _instant_stages(text: str, p: str) -> list[list[pl.Expr]]:
-    """Staged expressions turning an RFC 3339 column into ``{p}_ok``, ``{p}_s``, ``{p}_nanos``.
+def _calendar_stages(p: str) -> list[list[pl.Expr]]:
+    """Stages turning the numeric parts ``_{p}_y`` ... into ``_{p}_ok`` and ``_{p}_seconds``.
 
-    Follows the documented rules: ASCII digits, ``T``/``t`` and ``Z``/``z``,
-    mandatory offset, no leap second, fraction truncated to nanoseconds. The
-    date becomes a day number by Howard Hinnant's days-from-civil algorithm
-    (Polars integer ``//`` floors, as Python's does). Work is split into stages
-    so that every expression stays small.
+    Shared by both readers of the parts (general grammar and the canonical
+    layout's UTC form), so an instant gets the same checks and arithmetic on
+    either route. The date becomes a day number by Howard Hinnant's
+    days-from-civil algorithm (Polars integer ``//`` floors, as Python's does).
     """
 
     def c(name: str) -> pl.Expr:
         return pl.col(f"_{p}_{name}")
 
-    g = pl.col(f"_{p}")
-    field = {name: g.struct.field(str(i + 1)) for i, name in enumerate(_TS_PARTS)}
-    extract = [pl.col(text).str.extract_groups(_RFC3339).alias(f"_{p}")]
-    numbers = [field[n].cast(pl.Int64, strict=False).alias(f"_{p}_{n}") for n in _TS_NUMBERS]
-    numbers += [
-        field["z"].is_not_null().alias(f"_{p}_zulu"),
-        (field["sign"] == "-").alias(f"_{p}_west"),
-        pl.when(field["frac"].is_null())
-        .then(0)
-        .otherwise(field["frac"].str.slice(0, 9).str.pad_end(9, "0").cast(pl.Int64, strict=False))
-        .alias(f"_{p}_nanos"),
-    ]
     y, mo = c("y"), c("mo")
     leap = (y % 4 == 0) & ((y % 100 != 0) | (y % 400 == 0))
     month_days = (
@@ -391,7 +367,60 @@ def _instant_stages(text: str, p: str) -> list[list[pl.Expr]]:
             - c("offset")
         ).alias(f"_{p}_seconds")
     ]
-    return [extract, numbers, checks, era, yoe, doe, seconds]
+    return [checks, era, yoe, doe, seconds]
+
+
+def _nanos(frac: pl.Expr) -> pl.Expr:
+    """Fraction digits (null when absent) as nanoseconds, truncated after nine digits."""
+    return (
+        pl.when(frac.is_null())
+        .then(0)
+        .otherwise(frac.str.slice(0, 9).str.pad_end(9, "0").cast(pl.Int64, strict=False))
+    )
+
+
+def _instant_stages(text: str, p: str) -> list[list[pl.Expr]]:
+    """Staged expressions turning any RFC 3339 column into ``_{p}_ok``, ``_{p}_seconds``, ``_{p}_nanos``.
+
+    Follows the documented rules: ASCII digits, ``T``/``t`` and ``Z``/``z``,
+    mandatory offset, no leap second, fraction truncated to nanoseconds. Work
+    is split into stages so that every expression stays small.
+    """
+    g = pl.col(f"_{p}")
+    field = {name: g.struct.field(str(i + 1)) for i, name in enumerate(_TS_PARTS)}
+    extract = [pl.col(text).str.extract_groups(_RFC3339).alias(f"_{p}")]
+    numbers = [field[n].cast(pl.Int64, strict=False).alias(f"_{p}_{n}") for n in _TS_NUMBERS]
+    numbers += [
+        field["z"].is_not_null().alias(f"_{p}_zulu"),
+        (field["sign"] == "-").alias(f"_{p}_west"),
+        _nanos(field["frac"]).alias(f"_{p}_nanos"),
+    ]
+    return [extract, numbers, *_calendar_stages(p)]
+
+
+_ZULU_DIGITS = (("y", 0, 4), ("mo", 5, 2), ("d", 8, 2), ("h", 11, 2), ("mi", 14, 2), ("s", 17, 2))
+"""Where ``_ZULU`` puts each number: ``YYYY-MM-DDTHH:MM:SS``, then ``.fraction`` or not, then ``Z``."""
+
+
+def _zulu_stages(text: str, p: str) -> list[list[pl.Expr]]:
+    """Like ``_instant_stages`` for a column already known to match ``_ZULU`` (or null).
+
+    The digits sit at fixed positions and are ASCII, so slices replace a second
+    regular expression; the fraction runs from position 20 to the final ``Z``.
+    """
+    t = pl.col(text)
+    numbers = [
+        t.str.slice(at, size).cast(pl.Int64, strict=False).alias(f"_{p}_{n}") for n, at, size in _ZULU_DIGITS
+    ]
+    frac = pl.when(t.str.len_bytes() > 20).then(t.str.slice(20, t.str.len_bytes() - 21))
+    numbers += [
+        pl.lit(True).alias(f"_{p}_zulu"),
+        pl.lit(False).alias(f"_{p}_west"),
+        pl.lit(0, dtype=pl.Int64).alias(f"_{p}_oh"),
+        pl.lit(0, dtype=pl.Int64).alias(f"_{p}_om"),
+        _nanos(frac).alias(f"_{p}_nanos"),
+    ]
+    return [numbers, *_calendar_stages(p)]
 
 
 def _finishing_plan() -> list[list[pl.Expr]]:
@@ -442,6 +471,74 @@ def _finish(raw: pl.DataFrame, errors: pl.Series) -> pl.DataFrame:
     return lf.select(_FINISHING[-1]).collect()
 
 
+def _canonical_plan() -> list[list[pl.Expr]]:
+    """Stages over a slice of text ``v`` and byte sizes ``size``: the canonical route.
+
+    One anchored match of ``_CANONICAL`` proves the layout and captures every
+    member; ``ok`` is true exactly when the row needs nothing else: integers in
+    signed 64-bit, identifiers and value within their byte limits, both
+    instants valid. Other rows are left to the per-record route.
+    """
+    m = pl.col("_m")
+    stages: list[list[pl.Expr]] = [[pl.col("v").str.extract_groups(_CANONICAL).alias("_m"), pl.col("size")]]
+    stages.append(
+        [
+            m.struct.field(str(i + 1)).cast(pl.Int64, strict=False).alias(f)
+            if f in _INT_FIELDS
+            else m.struct.field(str(i + 1)).alias(f)
+            for i, f in enumerate(_FIELDS)
+        ]
+        + [pl.col("size")]
+    )
+    v = _zulu_stages("valid_time", "v")
+    s = _zulu_stages("source_time", "s")
+    stages += [v_stage + s_stage for v_stage, s_stage in zip(v, s, strict=True)]
+    ok = (
+        pl.all_horizontal(
+            *(pl.col(f).is_not_null() for f in _FIELDS),
+            *(pl.col(f).str.len_bytes() <= limits.MAX_ID_BYTES for f in _ID_FIELDS),
+            pl.col("size") <= MAX_VALUE_BYTES,
+            pl.col("_v_ok"),
+            pl.col("_s_ok"),
+        )
+        .fill_null(False)
+        .alias("ok")
+    )
+    stages.append(
+        [
+            ok,
+            pl.lit(None, dtype=pl.String).alias("error"),
+            *(pl.col(f) for f in ("txn_id", "revision", "kind", "item", "location")),
+            pl.col("_v_seconds").alias("valid_s"),
+            pl.col("_v_nanos").alias("valid_nanos"),
+            pl.col("qty"),
+            pl.col("_s_seconds").alias("source_s"),
+            pl.col("_s_nanos").alias("source_nanos"),
+        ]
+    )
+    return stages
+
+
+_CANONICAL_PLAN = _canonical_plan()
+
+
+def _canonical_route(text: pl.Series, sizes: pl.Series) -> pl.DataFrame:
+    """``_CANONICAL_PLAN`` over slices of the column, evaluated in parallel.
+
+    Each slice drops its captures and intermediate columns before the next
+    stage of the caller sees it: only the typed columns are kept.
+    """
+    chunks = []
+    for start in range(0, len(text), _BULK_CHUNK):
+        lf = pl.LazyFrame({"v": text.slice(start, _BULK_CHUNK), "size": sizes.slice(start, _BULK_CHUNK)})
+        capture, members, *stages, final = _CANONICAL_PLAN
+        lf = lf.select(capture).select(members)  # the text and the captures go here
+        for stage in stages:
+            lf = lf.with_columns(stage)
+        chunks.append(lf.select(final))
+    return pl.concat(pl.collect_all(chunks), rechunk=False)
+
+
 # ---------------------------------------------------------------- public entry points
 
 
@@ -450,32 +547,28 @@ def decode_values(values: pl.Series) -> pl.DataFrame:
 
     ``error`` is null for well-formed values and then every other column holds
     the decoded member; otherwise the other columns are null.
+
+    Rows the canonical route proves well-formed (``_canonical_route``) are
+    decoded there, without a Python object per record; every other row goes
+    through the strict per-record route and the general instant grammar, and
+    its result replaces the canonical route's row. Which route a row takes
+    never changes its result.
     """
     if len(values) == 0:
         return pl.DataFrame(schema=DECODED_SCHEMA)
-    text = _utf8_text(values)
-    fast = _canonical_layout(text)
-    # Rows the canonical layout cannot vouch for: no match, an integer outside
-    # signed 64-bit, a value above the size limit or an identifier above its own.
-    mask = pl.select(
-        pl.any_horizontal(*(fast.get_column(c).is_null() for c in _FIELDS))
-        | pl.any_horizontal(
-            *(fast.get_column(c).str.len_bytes() > limits.MAX_ID_BYTES for c in _ID_FIELDS)
-        ).fill_null(False)
-        | (values.bin.size() > MAX_VALUE_BYTES)
-    ).to_series()
-    slow_idx = mask.arg_true()
-    errors = pl.repeat(None, len(values), dtype=pl.String, eager=True).alias("error")
+    out = _canonical_route(_utf8_text(values), values.bin.size())
+    slow_idx = out.get_column("ok").not_().arg_true()
+    out = out.drop("ok")
     if len(slow_idx):
-        idx_list = slow_idx.to_list()
-        raw_values = values.gather(slow_idx).to_list()
-        slow_errors, slow_cols = _per_record(raw_values)
-        errors = errors.scatter(idx_list, slow_errors)
-        fast = fast.with_columns(
-            fast.get_column(f).scatter(idx_list, pl.Series(slow_cols[f], dtype=_RAW_SCHEMA[f]))
-            for f in _FIELDS
+        slow_errors, slow_cols = _per_record(values.gather(slow_idx).to_list())
+        slow = _finish(
+            pl.DataFrame(slow_cols, schema=_RAW_SCHEMA),
+            pl.Series("error", slow_errors, dtype=pl.String),
         )
-    return _finish(fast.cast(_RAW_SCHEMA), errors)  # type: ignore[arg-type]
+        out = out.with_columns(
+            out.get_column(c).scatter(slow_idx, slow.get_column(c)) for c in DECODED_SCHEMA
+        )
+    return out
 
 
 def decode_key(raw: bytes | None) -> StockKey | Malformed:

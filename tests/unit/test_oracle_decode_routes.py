@@ -1,0 +1,221 @@
+"""The oracle's canonical (bulk) route and its strict per-record route give the same rows.
+
+``decode_values`` decodes what the canonical layout proves well-formed in
+whole columns and hands every other row to the per-record route. Here the
+same values go through ``decode_values`` and, all of them, through the
+per-record route (msgspec structs and the general RFC 3339 grammar): every
+row must be equal, error messages included. The cases sit on the borders of
+the canonical route: duplicates, escapes, non-ASCII text, int64 bounds,
+timestamps it parses and timestamps it leaves alone, identifiers at and over
+their limit, other layouts, and mixtures of all in one column.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from amends_core import limits
+from amends_core.ledger import INT64_MAX, INT64_MIN
+from amends_core.oracle import decode as oracle_decode
+from amends_core.oracle.decode import DECODED_SCHEMA, decode_values
+
+MEMBERS = {
+    "txn_id": '"T-1"',
+    "revision": "1",
+    "kind": '"NEW"',
+    "stock_key": '{"item":"ITEM-1","location":"DC-1"}',
+    "valid_time": '"2025-03-01T10:00:00Z"',
+    "qty": "-5",
+    "source_time": '"2025-03-01T11:00:00Z"',
+}
+
+
+def canonical(**members: str) -> bytes:
+    """The canonical layout, with some members' JSON text replaced."""
+    m = {**MEMBERS, **members}
+    return ("{" + ",".join(f'"{k}":{v}' for k, v in m.items()) + "}").encode("utf-8", "surrogatepass")
+
+
+def strict_route(values: list[bytes]) -> pl.DataFrame:
+    """Every value through the per-record route only."""
+    errors, cols = oracle_decode._per_record(values)
+    raw = pl.DataFrame(cols, schema=oracle_decode._RAW_SCHEMA)
+    return oracle_decode._finish(raw, pl.Series("error", errors, dtype=pl.String))
+
+
+def both_routes_agree(values: list[bytes]) -> pl.DataFrame:
+    bulk = decode_values(pl.Series(values, dtype=pl.Binary))
+    one_by_one = strict_route(values)
+    assert bulk.schema == pl.Schema(DECODED_SCHEMA)
+    for i in range(len(values)):
+        assert bulk.row(i, named=True) == one_by_one.row(i, named=True), values[i]
+    return bulk
+
+
+def q(s: str) -> str:
+    return json.dumps(s, ensure_ascii=False)
+
+
+ID = "x" * limits.MAX_ID_BYTES
+TWO_BYTE = "é" * (limits.MAX_ID_BYTES // 2)
+
+CASES = [
+    canonical(),
+    # duplicates and other layouts
+    canonical()[:-1] + b',"qty":3}',
+    canonical(stock_key='{"item":"A","item":"A","location":"L"}'),
+    canonical(stock_key='{"location":"DC-1","item":"ITEM-1"}'),
+    canonical().replace(b",", b", "),
+    canonical().replace(b":", b": "),
+    b" " + canonical(),
+    canonical() + b" ",
+    canonical() + b"\n",
+    canonical() + b"{}",
+    b'{"qty":-5,' + canonical()[1:].replace(b',"qty":-5', b""),
+    canonical()[:-1] + b',"q\\u0074y":3}',
+    canonical()[:-1] + b',"extra":1}',
+    canonical().replace(b'"kind"', b'"KIND"'),
+    # escapes and non-ASCII text
+    canonical(txn_id=r'"T\u002d1"'),
+    canonical(txn_id=r'"T\"1"'),
+    canonical(txn_id=r'"T\\1"'),
+    canonical(txn_id=r'"\u0000"'),
+    canonical(txn_id=r'"\ud800"'),
+    canonical(txn_id=r'"\ud83d\ude00"'),
+    canonical(item=q("äöü"), location=q("東京")),
+    canonical(item=q("😀")),
+    canonical(txn_id='"tab\there"'),
+    canonical(txn_id='"\x7f"'),
+    canonical(txn_id='"\x1f"'),
+    canonical(txn_id='""', item='""', location='""'),
+    canonical().replace(b"ITEM-1", b"IT\xc3EM"),  # invalid UTF-8
+    canonical().replace(b"ITEM-1", b"IT\xed\xa0\x80"),  # an encoded surrogate
+    # integers
+    *(canonical(revision=str(n)) for n in (0, -1, INT64_MAX, INT64_MIN, INT64_MAX + 1, INT64_MIN - 1)),
+    *(canonical(qty=str(n)) for n in (0, INT64_MAX, INT64_MIN, INT64_MAX + 1, INT64_MIN - 1, 10**30)),
+    *(canonical(qty=t) for t in ("-0", "01", "1.0", "1e3", '"1"', "true", "null", "+1", "- 1")),
+    # instants the canonical route parses
+    canonical(valid_time='"2024-02-29T00:00:00Z"'),
+    canonical(valid_time='"2000-02-29T23:59:59Z"'),
+    canonical(valid_time='"0001-01-01T00:00:00Z"'),
+    canonical(valid_time='"0000-01-01T00:00:00Z"'),
+    canonical(valid_time='"9999-12-31T23:59:59.999999999Z"'),
+    canonical(valid_time='"2025-03-01t10:00:00z"'),
+    canonical(valid_time='"2025-03-01T10:00:00.5Z"'),
+    canonical(valid_time='"2025-03-01T10:00:00.000000001Z"'),
+    canonical(valid_time='"2025-03-01T10:00:00.1234567891234Z"'),
+    canonical(source_time='"1969-12-31T23:59:59.999Z"'),
+    # instants it leaves to the general grammar, and broken ones
+    canonical(valid_time='"2025-03-01T10:00:00+01:00"'),
+    canonical(valid_time='"2025-03-01T10:00:00-23:59"'),
+    canonical(valid_time='"2025-03-01T10:00:00+24:00"'),
+    canonical(source_time='"2025-03-01T10:00:00-00:60"'),
+    canonical(valid_time='"2025-02-29T00:00:00Z"'),
+    canonical(valid_time='"2100-02-29T00:00:00Z"'),
+    canonical(valid_time='"2025-04-31T00:00:00Z"'),
+    canonical(valid_time='"2025-13-01T00:00:00Z"'),
+    canonical(valid_time='"2025-00-01T00:00:00Z"'),
+    canonical(valid_time='"2025-01-00T00:00:00Z"'),
+    canonical(valid_time='"2025-01-01T24:00:00Z"'),
+    canonical(valid_time='"2025-01-01T00:60:00Z"'),
+    canonical(valid_time='"2025-01-01T00:00:60Z"'),
+    canonical(valid_time='"2025-01-01T00:00:00.Z"'),
+    canonical(valid_time='"2025-01-01T00:00:00"'),
+    canonical(valid_time='"2025-01-01 00:00:00Z"'),
+    canonical(valid_time='"2025-1-01T00:00:00Z"'),
+    canonical(valid_time='"2025-01-01T00:00:00ZZ"'),
+    canonical(valid_time=q("٢٠٢٥-01-01T00:00:00Z")),
+    canonical(valid_time=r'"2025-01-01T00:00:00\u005a"'),
+    canonical(valid_time='""'),
+    canonical(valid_time="1"),
+    canonical(valid_time='"2025-13-01T00:00:00Z"', source_time='"bad"'),
+    canonical(source_time='"2025-01-01T00:00:00"'),
+    # identifiers at and over their limit
+    canonical(txn_id=q(ID)),
+    canonical(txn_id=q(ID + "x")),
+    canonical(item=q(TWO_BYTE)),
+    canonical(item=q(TWO_BYTE + "é")),
+    canonical(location=q("€" * 85 + "x")),  # 256 bytes
+    canonical(location=q("€" * 86)),  # 258 bytes
+    # whole values
+    b"",
+    b"{}",
+    b"null",
+    b"[]",
+    b"\xff",
+    canonical()[:40],
+    canonical(kind=q("K" * (limits.MAX_VALUE_BYTES - 200))),
+    canonical(kind=q("K" * (limits.MAX_VALUE_BYTES + 10))),
+]
+
+
+def test_every_border_case_decodes_the_same_on_both_routes() -> None:
+    bulk = both_routes_agree(CASES)
+    # The list holds both outcomes in quantity, and both routes decode some of
+    # the accepted values (a check that the cases test something).
+    accepted = bulk.get_column("error").is_null().sum()
+    assert 15 < accepted < len(CASES) - 30
+    column = pl.Series(CASES, dtype=pl.Binary)
+    proven = oracle_decode._canonical_route(oracle_decode._utf8_text(column), column.bin.size())
+    assert 15 < proven.get_column("ok").sum() < accepted
+
+
+def test_cases_one_at_a_time_and_shuffled_among_canonical_rows() -> None:
+    for v in CASES:
+        both_routes_agree([v])
+    rng = random.Random(7)
+    mixed = [canonical(txn_id=q(f"T{i}"), qty=str(i - 50)) for i in range(300)] + CASES * 3
+    rng.shuffle(mixed)
+    both_routes_agree(mixed)
+
+
+def test_rows_cross_the_bulk_slices(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(oracle_decode, "_BULK_CHUNK", 7)
+    rng = random.Random(11)
+    mixed = CASES + [canonical(txn_id=q(f"T{i}")) for i in range(50)]
+    rng.shuffle(mixed)
+    both_routes_agree(mixed)
+
+
+zulu = st.builds(
+    lambda y, mo, d, h, mi, s, frac, t, z: f"{y:04d}-{mo:02d}-{d:02d}{t}{h:02d}:{mi:02d}:{s:02d}{frac}{z}",
+    st.integers(0, 9999),
+    st.integers(0, 13),
+    st.integers(0, 32),
+    st.integers(0, 24),
+    st.integers(0, 60),
+    st.integers(0, 60),
+    st.one_of(st.just(""), st.text("0123456789", min_size=0, max_size=12).map(lambda f: "." + f)),
+    st.sampled_from("Tt "),
+    st.sampled_from(["Z", "z", "+00:00", "-01:30", ""]),
+)
+text = st.one_of(st.sampled_from(["", "A", "ä", 'q"', "b\\", "\x00", "\ud800"]), st.text(max_size=6))
+ints = st.one_of(st.integers(-3, 3), st.integers(INT64_MIN - 2, INT64_MAX + 2))
+
+
+@st.composite
+def values(draw: st.DrawFn) -> bytes:
+    def s(x: str) -> str:
+        return json.dumps(x, ensure_ascii=draw(st.booleans()))
+
+    return canonical(
+        txn_id=s(draw(text)),
+        revision=str(draw(ints)),
+        kind=s(draw(st.sampled_from(["NEW", "AMEND", "CANCEL", "X"]))),
+        stock_key='{"item":' + s(draw(text)) + ',"location":' + s(draw(text)) + "}",
+        valid_time=s(draw(zulu)),
+        qty=str(draw(ints)),
+        source_time=s(draw(zulu)),
+    )
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(values(), min_size=1, max_size=20))
+def test_generated_values_decode_the_same_on_both_routes(batch: list[bytes]) -> None:
+    both_routes_agree(batch)
