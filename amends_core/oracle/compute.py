@@ -175,14 +175,27 @@ def _key_table(cfg: Config) -> tuple[list[StockKey], pl.DataFrame]:
     return [kc.key for kc in keys], table
 
 
-def _source_frame(src: Source) -> pl.DataFrame:
-    values = pl.Series("value", src.values, dtype=pl.Binary)
-    keys = pl.Series("key", src.keys, dtype=pl.Binary)
-    n = len(src.records)
-    reserved = pl.repeat(False, n, dtype=pl.Boolean, eager=True).alias("reserved")
-    if src.reserved:
-        reserved = reserved.scatter(list(src.reserved), True)
-    meta = pl.DataFrame([pl.int_range(n, dtype=pl.Int64, eager=True).alias("i"), src.partition, reserved])
+_BLOCK = 1 << 20
+"""Records decoded and classified together: bounds the Binary copies of values and
+keys and the decoded columns that classification drops, whatever the history's size."""
+
+_REJECTED = ["i", "reason", "error", "tk_error", "revision", "kind", "qty", "partition", "k_partition"]
+"""What ``derive`` reads of a rejected record (its detail line)."""
+_CLASSIFIED = [c for c in dict.fromkeys(_REJECTED + _CANONICAL) if c != "reason"]
+"""Columns a classified block keeps, besides ``reason``."""
+
+
+def _source_block(src: Source, reserved: pl.Series, start: int, stop: int) -> pl.DataFrame:
+    """Records ``start:stop`` decoded: coordinates, value members and transport key."""
+    values = pl.Series("value", src.values[start:stop], dtype=pl.Binary)
+    keys = pl.Series("key", src.keys[start:stop], dtype=pl.Binary)
+    meta = pl.DataFrame(
+        [
+            pl.int_range(start, stop, dtype=pl.Int64, eager=True).alias("i"),
+            src.partition.slice(start, stop - start),
+            reserved.slice(start, stop - start),
+        ]
+    )
     return pl.concat([meta, decode_values(values), decode_keys(keys)], how="horizontal")
 
 
@@ -255,14 +268,17 @@ def _detail(row: dict[str, object]) -> str:
 def _authority(accepted: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.LazyFrame]:
     """(conflicts, blocked identities, active contributions) from accepted assertions.
 
+    A revision group holds more than one distinct canonical candidate exactly
+    when one of the compared members differs within it (accepted rows have no
+    nulls), so minima and maxima decide it without a distinct-rows pass.
     Revision groups are materialised once; everything after works on them.
     """
+    compared = [c for c in _CANONICAL if c not in ("kid", "txn_id", "revision")]
     groups = (
         accepted.lazy()
-        .unique()
         .group_by("kid", "txn_id", "revision")
         .agg(
-            pl.len().alias("candidates"),
+            pl.any_horizontal(pl.col(c).min() != pl.col(c).max() for c in compared).alias("rivals"),
             pl.col("kind").first(),
             pl.col("valid_s").first(),
             pl.col("qty").first(),
@@ -270,17 +286,42 @@ def _authority(accepted: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.L
         .with_columns((pl.col("revision") == pl.col("revision").max().over("kid", "txn_id")).alias("highest"))
         .collect()
     )
-    conflicts = groups.filter(pl.col("candidates") > 1).select("kid", "txn_id", "revision")
-    blocked = groups.filter(pl.col("highest") & (pl.col("candidates") > 1)).select(
+    conflicts = groups.filter(pl.col("rivals")).select("kid", "txn_id", "revision")
+    blocked = groups.filter(pl.col("highest") & pl.col("rivals")).select(
         "kid", "txn_id", "revision"
     )
     active = (
         groups.lazy()
-        .filter(pl.col("highest") & (pl.col("candidates") == 1) & (pl.col("kind") != Kind.CANCEL.value))
+        .filter(pl.col("highest") & ~pl.col("rivals") & (pl.col("kind") != Kind.CANCEL.value))
         .join(blocked.lazy().select("kid").unique(), on="kid", how="anti")
         .select("kid", (pl.col("valid_s") // _SECONDS_PER_DAY).alias("day"), "qty")
     )
     return conflicts, blocked, active
+
+
+_PART_ROWS = 1 << 20
+"""Accepted rows per key part of authority and closes (bounds the grouping's tables)."""
+
+
+def _by_key_parts(
+    accepted: pl.DataFrame, key_table: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """(conflicts, blocked identities, daily closes), one part of the keys at a time.
+
+    Authority and closes look only at the rows of one key, so keys can be
+    split into parts (by ``kid`` modulo the number of parts) and the results
+    concatenated; a part's grouping tables are freed before the next part.
+    """
+    parts = max(1, -(-len(accepted) // _PART_ROWS))
+    conflicts, blocked, daily = [], [], []
+    for part in range(parts):
+        rows = accepted if parts == 1 else accepted.filter(pl.col("kid") % parts == part)
+        c, b, active = _authority(rows)
+        del rows
+        conflicts.append(c)
+        blocked.append(b)
+        daily.append(_daily(active, key_table).collect())
+    return pl.concat(conflicts), pl.concat(blocked), pl.concat(daily)
 
 
 def _daily(active: pl.LazyFrame, key_table: pl.DataFrame) -> pl.LazyFrame:
@@ -354,52 +395,66 @@ def compute_by_partition(
     )
 
 
-def classify(cfg: Config, src: Source) -> pl.DataFrame:
-    """Decode every record and name the first rule it breaks (``reason``, null if none).
+@dataclass(frozen=True, slots=True)
+class Classified:
+    """Every record decoded and checked against the rules, in two frames."""
 
-    The first phase of ``compute`` (exposed for benchmarks): one row per
-    record, ``i`` indexing ``src.records``. The configuration must be valid.
+    rejected: pl.DataFrame
+    """Rejected records in record order: ``i`` (index into ``Source.records``),
+    ``reason`` and what the rejection's detail line needs."""
+    accepted: pl.DataFrame
+    """The ``_CANONICAL`` members of every accepted record, in no particular order."""
+
+
+def classify(cfg: Config, src: Source) -> Classified:
+    """Decode every record and name the first rule it breaks.
+
+    The first phase of ``compute`` (exposed for benchmarks). Records are
+    decoded and classified in blocks of ``_BLOCK``, and each block keeps only
+    what ``derive`` reads of it: memory for the whole history holds the
+    accepted records' canonical members and the rejected rows, never every
+    decoded column of every record. The configuration must be valid.
     """
     _, key_table = _key_table(cfg)
-    return (
-        _source_frame(src)
-        .join(key_table, on=["item", "location"], how="left")
-        .with_columns(_reason(cfg).alias("reason"))
-    )
+    reason = _reason(cfg).alias("reason")
+    n = len(src.records)
+    reserved = pl.repeat(False, n, dtype=pl.Boolean, eager=True).alias("reserved")
+    if src.reserved:
+        reserved = reserved.scatter(list(src.reserved), True)
+    rejected, accepted = [], []
+    for start in range(0, max(n, 1), _BLOCK):
+        block = (
+            _source_block(src, reserved, start, min(n, start + _BLOCK))
+            .lazy()
+            .join(key_table.lazy(), on=["item", "location"], how="left")
+            .select(*_CLASSIFIED, reason)
+            .collect()
+        )
+        rejected.append(block.filter(pl.col("reason").is_not_null()).select(_REJECTED))
+        accepted.append(block.filter(pl.col("reason").is_null()).select(_CANONICAL))
+        del block
+    return Classified(pl.concat(rejected).sort("i"), pl.concat(accepted, rechunk=False))
 
 
-def derive(cfg: Config, src: Source, frame: pl.DataFrame) -> OracleResult:
-    """Rejections, authority, conflicts, closes and crossings from a classified frame.
+def derive(cfg: Config, src: Source, classified: Classified) -> OracleResult:
+    """Rejections, authority, conflicts, closes and crossings from classified records.
 
     The second phase of ``compute`` (exposed for benchmarks).
     """
+    return _derive(cfg, src, classified.rejected, classified.accepted)
+
+
+def _derive(cfg: Config, src: Source, rejected_rows: pl.DataFrame, accepted: pl.DataFrame) -> OracleResult:
     records = src.records
     stock_keys, key_table = _key_table(cfg)
-
-    rejected_rows = (
-        frame.filter(pl.col("reason").is_not_null())
-        .select(
-            "i",
-            "reason",
-            "error",
-            "tk_error",
-            "revision",
-            "kind",
-            "qty",
-            "partition",
-            "k_partition",
-        )
-        .sort("i")
-    )
     rejections = tuple(
         Rejection(records[row["i"]], RejectReason(row["reason"]), _detail(row))
         for row in rejected_rows.iter_rows(named=True)
     )
 
-    accepted = frame.lazy().filter(pl.col("reason").is_null()).select(_CANONICAL).collect()
-    conflicts_df, blocked_df, active_lf = _authority(accepted)
-    daily_df = _daily(active_lf, key_table).collect()
     touched = set(accepted.get_column("kid").unique().to_list())
+    conflicts_df, blocked_df, daily_df = _by_key_parts(accepted, key_table)
+    del accepted
 
     overflow = daily_df.filter(
         (pl.col("close") > pl.lit(INT64_MAX, dtype=pl.Int128))
@@ -446,4 +501,13 @@ def derive(cfg: Config, src: Source, frame: pl.DataFrame) -> OracleResult:
     )
 
 
-__all__ = ["OracleInputError", "OracleResult", "Source", "classify", "compute", "derive", "gather"]
+__all__ = [
+    "Classified",
+    "OracleInputError",
+    "OracleResult",
+    "Source",
+    "classify",
+    "compute",
+    "derive",
+    "gather",
+]
