@@ -14,8 +14,16 @@ non-canonical JSON layouts), then measures in the same run:
            record, dictionaries, sorting, a running sum), checked to give the
            same result as the oracle.
 
+* peak RSS: ``oracle.compute`` over the largest size in a fresh child process
+           (``run_in_tree``) that generates the history, notes its resident
+           set, runs the oracle once and reports its own ``ru_maxrss``; with a
+           baseline checkout the same child runs that checkout's code too,
+           and end to end records/s at the smallest size are compared there.
+
     python -m benchmarks.oracle_bench --sizes 1000000 --runs 3
     python -m benchmarks.oracle_bench --sizes 10000000 --runs 1 --naive-max 1000000
+    python -m benchmarks.oracle_bench --sizes 1000000 --runs 3 --rss-records 10000000 \\
+        --baseline-checkout /tmp/f6860fe
 """
 
 from __future__ import annotations
@@ -24,9 +32,11 @@ import argparse
 import gc
 import json
 import random
+import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from amends_core import fold, timefmt
@@ -50,7 +60,9 @@ from amends_core.oracle import compute as oracle_compute
 from amends_core.oracle.compute import classify, derive, gather
 from amends_core.oracle.decode import gc_paused
 from amends_core.result import ComputeResult, RejectionRef
-from benchmarks.harness import Figure, figure
+from benchmarks.harness import Figure, figure, run_in_tree
+
+ROOT = Path(__file__).resolve().parents[1]
 
 SOURCE = "bench-oracle-v1"
 ORIGIN = timefmt.parse_rfc3339("2025-01-01T00:00:00Z")
@@ -310,8 +322,100 @@ def measure(n: int, runs: int, naive: bool) -> dict[str, Any]:
     return row
 
 
-def run(sizes: Sequence[int] = (1_000_000,), runs: int = 3, naive_max: int = 1_000_000) -> list[Figure]:
-    """Figures for ``benchmarks.run`` (group ``oracle``)."""
+_CHILD = """
+import gc, json, resource, time
+import amends_core.oracle as _oracle
+from benchmarks.oracle_bench import generate
+cfg, by_partition = generate({records})
+n = sum(len(recs) for recs in by_partition.values())
+gc.collect()
+generated_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+try:
+    with open("/proc/self/statm") as f:
+        input_kib = int(f.read().split()[1]) * (resource.getpagesize() // 1024)
+except OSError:
+    input_kib = generated_kib
+seconds, cpu = [], []
+for _ in range({runs}):
+    gc.collect()
+    t0, c0 = time.perf_counter(), time.process_time()
+    _oracle.compute(cfg, by_partition)
+    seconds.append(time.perf_counter() - t0)
+    cpu.append(time.process_time() - c0)
+peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps(dict(records=n, seconds=seconds, cpu=cpu, input_kib=input_kib,
+                      generated_kib=generated_kib, peak_kib=peak_kib)))
+"""
+
+
+def child_run(tree: Path, records: int, runs: int) -> dict[str, Any]:
+    """``oracle.compute`` of ``tree``'s own code over ``records`` generated records, ``runs``
+    times, in a fresh interpreter: wall and CPU seconds, resident set after generating the
+    input (``input_kib``), peak before the oracle ran (``generated_kib``) and peak at the end
+    (``peak_kib``, ``ru_maxrss`` of that process alone)."""
+    out = run_in_tree(tree, _CHILD.format(records=records, runs=runs), f"oracle over {records:,} records")
+    row: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    return row
+
+
+def _mib(kib: float) -> float:
+    return kib / 1024
+
+
+def memory_figures(records: int, baseline: Path | None) -> list[Figure]:
+    """Peak RSS of one oracle run over ``records`` records, now and (optionally) at ``baseline``."""
+    cond = f"{records:,} raw records generated in the same process, 1,000 keys, 4 partitions; child process"
+    trees = [("now", ROOT)] + ([("baseline", baseline)] if baseline is not None else [])
+    rows = {label: child_run(tree, records, 1) for label, tree in trees}
+    figures = []
+    for label, tree in trees:
+        r = rows[label]
+        name = f"peak RSS, oracle over {records:,} records" + ("" if label == "now" else f" ({tree})")
+        note = (
+            f"{_mib(r['input_kib']):,.0f} MiB resident after generating the input (peak"
+            f" {_mib(r['generated_kib']):,.0f} MiB), {_mib(r['peak_kib']):,.0f} MiB peak after the"
+            f" oracle: {_mib(r['peak_kib'] - r['input_kib']):,.0f} MiB above its input;"
+            f" {r['seconds'][0]:.0f} s"
+        )
+        if label == "baseline":
+            now = rows["now"]
+            note += (
+                f"; now/baseline: peak {now['peak_kib'] / r['peak_kib']:.2f},"
+                f" above the input {(now['peak_kib'] - now['input_kib']) / (r['peak_kib'] - r['input_kib']):.2f}"
+            )
+        figures.append(
+            figure("oracle memory", name, [_mib(r["peak_kib"])], "MiB", cond, note=note)
+        )
+    return figures
+
+
+def before_after(records: int, runs: int, baseline: Path) -> list[Figure]:
+    """End to end records/s of this checkout and of ``baseline``, each in its own child."""
+    cond = f"{records:,} raw records, 1,000 keys, 4 partitions, 5% non-canonical layout; child process"
+    now, old = child_run(ROOT, records, runs), child_run(baseline, records, runs)
+    n = now["records"]
+    ratio = statistics.median(old["seconds"]) / statistics.median(now["seconds"])
+    cpu_ratio = statistics.median(old["cpu"]) / statistics.median(now["cpu"])
+    note = (
+        f"now/baseline {ratio:.2f} (wall), {cpu_ratio:.2f} (CPU seconds of the process:"
+        f" {statistics.median(now['cpu']):.2f} s now, {statistics.median(old['cpu']):.2f} s before)"
+    )
+    return [
+        figure("oracle memory", f"end to end, {records:,} records, now", [n / t for t in now["seconds"]],
+               "records/s", cond, note=note),
+        figure("oracle memory", f"end to end, {records:,} records ({baseline})",
+               [n / t for t in old["seconds"]], "records/s", cond),
+    ]
+
+
+def run(
+    sizes: Sequence[int] = (1_000_000,),
+    runs: int = 3,
+    naive_max: int = 1_000_000,
+    rss_records: int | None = None,
+    baseline: Path | None = None,
+) -> list[Figure]:
+    """Figures for ``benchmarks.run`` (groups ``oracle``, ``oracle memory``)."""
     figures: list[Figure] = []
     for n in sizes:
         row = measure(n, runs, naive=n <= naive_max)
@@ -344,6 +448,10 @@ def run(sizes: Sequence[int] = (1_000_000,), runs: int = 3, naive_max: int = 1_0
                     ratio=min(row["oracle_rps"]) / row["lenient_rps"][0],
                 )
             )
+    if rss_records is not None:
+        figures += memory_figures(rss_records, baseline)
+    if baseline is not None:
+        figures += before_after(min(sizes), runs, baseline)
     return figures
 
 
@@ -352,7 +460,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sizes", type=int, nargs="+", default=[1_000_000])
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--naive-max", type=int, default=1_000_000, help="skip the baseline above this size")
+    p.add_argument("--rss-records", type=int, default=None, help="peak RSS of one oracle run over N records")
+    p.add_argument("--baseline-checkout", type=Path, default=None, help="compare with this checkout's oracle")
     a = p.parse_args(argv)
+    if a.rss_records is not None or a.baseline_checkout is not None:
+        extra = []
+        if a.rss_records is not None:
+            extra += memory_figures(a.rss_records, a.baseline_checkout)
+        if a.baseline_checkout is not None:
+            extra += before_after(min(a.sizes), a.runs, a.baseline_checkout)
+        for f in extra:
+            print(f.row())
+            if f.extra.get("note"):
+                print(f"  {f.extra['note']}")
+        return 0
     for n in a.sizes:
         t0 = time.perf_counter()
         row = measure(n, a.runs, naive=n <= a.naive_max)

@@ -56,8 +56,14 @@ def _oracle(a: argparse.Namespace) -> list[Figure]:
     from benchmarks import oracle_bench as b
 
     if a.tiny:
-        return b.run(sizes=(2_000,), runs=1, naive_max=2_000)
-    return b.run(sizes=tuple(a.oracle_records), runs=a.runs_slow, naive_max=1_000_000)
+        return b.run(sizes=(2_000,), runs=1, naive_max=2_000, rss_records=2_000)
+    return b.run(
+        sizes=tuple(a.oracle_records),
+        runs=a.runs_slow,
+        naive_max=1_000_000,
+        rss_records=max(a.oracle_records),
+        baseline=a.baseline_checkout,
+    )
 
 
 def _compute(a: argparse.Namespace) -> list[Figure]:

@@ -31,8 +31,8 @@ def add_arguments(p: argparse.ArgumentParser, out: Path = DEFAULT_OUT) -> None:
     p.add_argument("--verify-records", type=int, default=5_000_000, metavar="N",
                    help="verify-memory (opt-in, --only): source records to verify")
     p.add_argument("--baseline-checkout", type=Path, default=None, metavar="PATH",
-                   help="verify-memory, simulator, durable, end-to-end: also measure this checkout (e.g."
-                   " 9aee8a1 for verify-memory, e4906cd for the simulator before it ran the production"
+                   help="verify-memory, simulator, durable, oracle, end-to-end: also measure this checkout"
+                   " (e.g. 9aee8a1 for verify-memory, e4906cd for the simulator before it ran the production"
                    " roles, f6860fe for end-to-end before the roles waited for work)")
     p.add_argument("--out", default=str(out), help="markdown report path")
 
