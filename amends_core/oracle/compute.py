@@ -430,10 +430,42 @@ def classify(cfg: Config, src: Source) -> Classified:
             .select(*_CLASSIFIED, reason)
             .collect()
         )
-        rejected.append(block.filter(pl.col("reason").is_not_null()).select(_REJECTED))
-        accepted.append(block.filter(pl.col("reason").is_null()).select(_CANONICAL))
-        del block
+        part = split(block)
+        rejected.append(part.rejected)
+        accepted.append(part.accepted)
+        del block, part
     return Classified(pl.concat(rejected).sort("i"), pl.concat(accepted, rechunk=False))
+
+
+def classify_rows(cfg: Config, src: Source) -> pl.DataFrame:
+    """``classify`` as one frame, row ``n`` being record ``n``: ``reason`` (null when
+    accepted) and every column ``split`` keeps.
+
+    For the simulator, which derives many prefixes of one small source: ``split``
+    of any run of rows is ``classify`` of those records. Not bounded in memory
+    like ``classify``.
+    """
+    _, key_table = _key_table(cfg)
+    n = len(src.records)
+    reserved = pl.repeat(False, n, dtype=pl.Boolean, eager=True).alias("reserved")
+    if src.reserved:
+        reserved = reserved.scatter(list(src.reserved), True)
+    return (
+        _source_block(src, reserved, 0, n)
+        .lazy()
+        .join(key_table.lazy(), on=["item", "location"], how="left")
+        .select(*_CLASSIFIED, _reason(cfg).alias("reason"))
+        .sort("i")
+        .collect()
+    )
+
+
+def split(rows: pl.DataFrame) -> Classified:
+    """Classified rows (``classify_rows``, in record order) as ``derive`` reads them."""
+    return Classified(
+        rows.filter(pl.col("reason").is_not_null()).select(_REJECTED),
+        rows.filter(pl.col("reason").is_null()).select(_CANONICAL),
+    )
 
 
 def derive(cfg: Config, src: Source, classified: Classified) -> OracleResult:

@@ -40,9 +40,10 @@ from amends_core.oracle.compute import (
     _CANONICAL,
     OracleResult,
     Source,
-    classify,
+    classify_rows,
     derive,
     gather,
+    split,
 )
 from amends_core.oracle.decode import gc_paused
 from amends_core.result import ComputeResult, RejectionRef
@@ -64,7 +65,7 @@ class _Batch:
         if self.rejections is None:
             rows = [n for n, c in enumerate(self.canonical) if c is None]
             with gc_paused():
-                made = derive(self.cfg, self.src, self.frame.filter(pl.col("reason").is_not_null()))
+                made = derive(self.cfg, self.src, split(self.frame.filter(pl.col("reason").is_not_null())))
             self.rejections = dict(zip(rows, made.rejections, strict=True))
         return self.rejections[row]
 
@@ -110,7 +111,7 @@ class Classified:
         frame = rows[0] if len(rows) == 1 else pl.concat(rows)
         try:
             with gc_paused():
-                result = derive(b.cfg, b.src, frame)
+                result = derive(b.cfg, b.src, split(frame))
         except CloseOutOfRange as e:
             self._accepted[key] = e
             raise
@@ -170,8 +171,7 @@ def classify_many(
     src = Source(records, values, keys, pl.concat(partition).alias("partition"), tuple(reserved))
     try:
         with gc_paused():
-            # Sorted by i, row n is record n whatever order the key-table join left.
-            frame = classify(cfg, src).sort("i")
+            frame = classify_rows(cfg, src)  # row n is record n
             rows = frame.select("reason", *_CANONICAL).rows()
     except Exception:  # refused as a batch: every source computes its prefixes on its own
         return out
