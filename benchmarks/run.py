@@ -1,6 +1,6 @@
 """Run every benchmark and write docs/benchmarks.md and docs/benchmarks.json.
 
-    python -m benchmarks.run            # defaults: under 15 minutes on 2 cores
+    python -m benchmarks.run            # defaults: about 30 minutes on 2 cores
     python -m benchmarks.run --tiny     # seconds; what CI runs to keep the code honest
 """
 
