@@ -206,6 +206,7 @@ class ProcessingTx:
         self._records = 0
         self._compute_ns = 0
         self._staging_created = False
+        self._notify: str | None = None
 
     # ---------------------------------------------------------- lifecycle
 
@@ -239,9 +240,10 @@ class ProcessingTx:
         self._abort()
 
     def notify(self, channel: str) -> None:
-        """NOTIFY ``channel`` (empty payload): delivered only if this transaction commits; a wake-up."""
-        with self._aborting():
-            self._conn.execute("SELECT pg_notify(%s, '')", (channel,))
+        """NOTIFY ``channel`` (empty payload) with the commit's writes when the batch queued outbox
+        rows: delivered only if this transaction commits; a wake-up for the relay, which has
+        nothing to do otherwise."""
+        self._notify = channel
 
     def advance_to(self, until: int) -> None:
         """Move the frontier to ``until``: the source range below it was read completely.
@@ -458,6 +460,8 @@ class ProcessingTx:
                 ),
             )
             conn.execute(PRUNE_MEASUREMENTS, (ns_id, p, self._batch - MEASUREMENTS_KEPT))
+            if self._notify is not None and self._outbox:
+                conn.execute("SELECT pg_notify(%s, '')", (self._notify,))
 
     def commit(self) -> BatchResult:
         """Write everything, advance the frontier and COMMIT; returns what was installed."""

@@ -1,7 +1,8 @@
 """Wake-ups for the relay: the worker's batch commit notifies, an idle relay listens.
 
-A processing transaction issues ``NOTIFY`` on the namespace's outbox channel
-(``outbox_channel``) before it commits; PostgreSQL delivers a notification
+A processing transaction that queued outbox rows issues ``NOTIFY`` on the
+namespace's outbox channel (``outbox_channel``) with its writes, before it
+commits; PostgreSQL delivers a notification
 only when, and after, its transaction commits, so a relay woken by one finds
 the batch's outbox rows. The notification carries nothing (empty payload): it
 only says "look now". What the relay publishes is always what its own query
