@@ -98,6 +98,9 @@ def run(args: argparse.Namespace) -> int:
         total = run_loop(
             steps, stop, until_idle=args.until_idle, wait=role.wait, fallback_poll=args.fallback_poll,
             on_error=lambda e, n: log(f"transient failure {n}: {e}"),
+            on_wait_error=lambda e: log(
+                f"waiting for work failed ({type(e).__name__}: {e}); polling until a wait succeeds"
+            ),
         )
         log(f"stopping after {total} items")
     return 0

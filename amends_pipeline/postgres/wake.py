@@ -80,6 +80,30 @@ class OutboxListener:
             self.close()
             return True
 
+    def drain(self) -> int:
+        """Discard the notifications already received, without waiting; returns how many.
+
+        A relay that stays busy never waits, so without this its session would
+        leave notifications unread: PostgreSQL keeps every notification in its
+        shared queue until each listening session has read it, and a session
+        that reads nothing holds the queue's tail back (the queue is bounded,
+        and once full, NOTIFY fails in every database of the server). The relay
+        runs this before each round's look at the outbox, never after: a
+        notification discarded here is for a commit that the look that follows
+        sees, and one arriving after the look still wakes the next wait.
+        A broken session is closed; the next ``wait`` reopens it.
+        """
+        conn = self._conn
+        if conn is None or conn.closed or conn.broken:
+            return 0
+        heard = 0
+        try:
+            for _ in conn.notifies(timeout=0):
+                heard += 1
+        except psycopg.Error:
+            self.close()
+        return heard
+
     def close(self) -> None:
         if self._conn is not None:
             self._conn.close()

@@ -13,7 +13,10 @@ frontiers, the relay for the worker's commit notification (PostgreSQL
 ``LISTEN``). A wait is only a wake-up: whatever it says, the steps find the
 work themselves, and after ``fallback_poll`` seconds without a wake-up the
 loop runs its steps anyway, so a lost wake-up delays work, never stalls it.
-The wait is sliced (at most ``WAIT_SLICE`` seconds per call) so that a stop
+A wait that fails is a missed wake-up too: the loop sleeps ``idle_sleep`` and
+runs its steps, and reports the failure once through ``on_wait_error`` (again
+only after a wait has succeeded in between, so a lasting failure is one line,
+not one per idle round). The wait is sliced (at most ``WAIT_SLICE`` seconds per call) so that a stop
 request is honoured promptly. Without a ``wait`` the loop sleeps ``idle_sleep``.
 """
 
@@ -73,16 +76,26 @@ def run_loop(
     until_idle: bool = False,
     max_retries: int = 8,
     on_error: Callable[[BaseException, int], None] | None = None,
+    on_wait_error: Callable[[BaseException], None] | None = None,
 ) -> int:
     """Call every step round-robin; each returns how much work it did.
 
     Returns the total work done. With ``until_idle`` the loop returns after a
     full round in which no step did any work. Otherwise an idle round is
     followed by ``wait`` (up to ``fallback_poll`` seconds, see the module text)
-    or, without one, by ``idle_sleep`` seconds of sleep.
+    or, without one, by ``idle_sleep`` seconds of sleep. ``on_wait_error``
+    hears the first failure of ``wait`` after a success (or the start).
     """
     total = 0
     failures = 0
+    wait_failing = False
+
+    def wait_failed(e: BaseException) -> None:
+        nonlocal wait_failing
+        if not wait_failing and on_wait_error is not None:
+            on_wait_error(e)
+        wait_failing = True
+
     while not stop.requested:
         did = 0
         try:
@@ -103,16 +116,24 @@ def run_loop(
                 return total
             if wait is None:
                 stop.wait(idle_sleep)
-            else:
-                idle(wait, stop, fallback_poll, idle_sleep)
+            elif idle(wait, stop, fallback_poll, idle_sleep, wait_failed) is not None:
+                wait_failing = False
     return total
 
 
-def idle(wait: Wait, stop: Stop, fallback_poll: float, idle_sleep: float = 0.05) -> bool:
-    """Wait for a wake-up, in slices, for at most ``fallback_poll`` seconds; True when woken.
+def idle(
+    wait: Wait,
+    stop: Stop,
+    fallback_poll: float,
+    idle_sleep: float = 0.05,
+    on_wait_error: Callable[[BaseException], None] | None = None,
+) -> bool | None:
+    """Wait for a wake-up, in slices, for at most ``fallback_poll`` seconds.
 
-    A failing wait is only a missed wake-up: the loop sleeps ``idle_sleep``
-    and runs its steps, which meet (and report) whatever failed.
+    True when woken, False when the time was up or a stop was requested, None
+    when ``wait`` failed. A failing wait is only a missed wake-up: it is
+    handed to ``on_wait_error``, then the loop sleeps ``idle_sleep`` and runs
+    its steps, which meet (and report) whatever failed that they depend on.
     """
     deadline = time.monotonic() + fallback_poll
     while not stop.requested:
@@ -122,7 +143,9 @@ def idle(wait: Wait, stop: Stop, fallback_poll: float, idle_sleep: float = 0.05)
         try:
             if wait(min(left, WAIT_SLICE)):
                 return True
-        except Exception:
+        except Exception as e:
+            if on_wait_error is not None:
+                on_wait_error(e)
             stop.wait(idle_sleep)
-            return False
+            return None
     return False

@@ -191,3 +191,29 @@ def test_a_reader_wait_returns_on_a_message_past_the_position_and_false_when_non
         t.join(DEADLINE)
         assert woke == [True]
         assert [m.value() for m in reader.messages(0, 0, 2)] == [b"v0", b"v1"]  # nothing was consumed away
+
+
+def test_a_busy_relay_drains_what_it_heard_and_a_later_commit_still_wakes_it(
+    pg_dsn: str, pg_schema: str, open_store: Callable[..., PgStore],
+) -> None:
+    # A relay that never idles never waits; drain is how its session reads its notifications.
+    cfg = b.config()
+    store = open_store(cfg)
+    listener = OutboxListener(pg_dsn, pg_schema, cfg.namespace)
+    listener.listen()
+    try:
+        tok = store.claim(0)
+        for i in range(3):
+            store.process(tok, i, b.records([b.txn(f"D{i}", qty=-1)], start=i))
+        heard = 0
+        deadline = time.monotonic() + DEADLINE
+        while heard < 3 and time.monotonic() < deadline:
+            heard += listener.drain()
+        assert heard == 3  # one per committed batch, none left behind
+        assert listener.drain() == 0
+        assert listener.wait(0.3) is False  # nothing heard is pending any more
+        store.process(tok, 3, b.records([b.txn("D3", qty=-1)], start=3))
+        assert listener.wait(DEADLINE) is True
+    finally:
+        listener.close()
+    assert listener.drain() == 0  # a closed listener drains nothing and does not raise

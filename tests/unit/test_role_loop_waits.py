@@ -82,3 +82,21 @@ def test_until_idle_never_waits() -> None:
         raise AssertionError("a drain must not wait")
 
     assert run_loop([lambda: 0], stop, wait=wait, until_idle=True) == 0
+
+
+def test_a_lasting_wait_failure_is_reported_once_and_again_after_a_recovery() -> None:
+    stop = Stop()
+    step = Script([0, 0, 0, 0, 0], stop)
+    outcomes = [OSError("gone"), OSError("still gone"), True, OSError("gone again"), OSError("x")]
+    heard: list[str] = []
+
+    def wait(seconds: float) -> bool:
+        outcome = outcomes.pop(0)
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    run_loop([step], stop, wait=wait, fallback_poll=3600, idle_sleep=0.001,
+             on_wait_error=lambda e: heard.append(str(e)))
+    assert heard == ["gone", "gone again"]  # one line per failing stretch, not one per idle round
+    assert step.calls == 6
