@@ -51,8 +51,11 @@ lint: venv
 	$(VENV)/bin/ruff check amends_core amends_pipeline tests benchmarks
 	$(VENV)/bin/mypy amends_core amends_pipeline
 
+# Every figure beside the same figure of BENCH_BASELINE measured in the same run; the default is
+# the commit before issue 16's throughput work (docs/benchmarks.md's targets table reads it).
+BENCH_BASELINE ?= ee4da91
 bench: setup
-	$(VENV)/bin/amends bench
+	$(VENV)/bin/amends bench --baseline-ref $(BENCH_BASELINE)
 
 # Long hostile-input run for nightly CI (not part of `make test`): five million inputs under
 # atheris (one million per target in tests/fuzz/, escaping inputs kept in var/fuzz/), then the

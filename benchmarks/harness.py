@@ -100,6 +100,8 @@ def write_report(
     updates: Sequence[Mapping[str, Any]] = (),
 ) -> None:
     """Write both report files; ``updates`` name the groups that a later partial run replaced."""
+    from benchmarks import targets  # it reads Figure from here
+
     md_path.parent.mkdir(parents=True, exist_ok=True)
     m = machine()
     lines = [
@@ -118,6 +120,7 @@ def write_report(
         "measurements taken in the same run. Machines are shared and noisy: read ratios",
         "before absolute numbers. Sizes are parameters (`amends bench --help`).",
         "",
+        *targets.section(figures),
         "| group | figure | median | unit | range | conditions | command |",
         "|---|---|---|---|---|---|---|",
     ]
@@ -228,6 +231,37 @@ def run_in_tree(tree: Path, code: str, what: str) -> str:
         msg = f"{what} in {tree} failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}"
         raise RuntimeError(msg)
     return done.stdout
+
+
+def baseline_tree(root: Path, ref: str) -> Path:
+    """A checkout of ``root``'s commit ``ref`` under ``root``/var/bench-baseline/, made once.
+
+    Raises RuntimeError when ``root`` is not a git repository or ``ref`` names
+    no commit in it. The checkout shares ``root``'s objects (``git clone
+    --shared``) and is reused by later runs; delete the folder to drop it.
+    """
+
+    def git(*args: str, cwd: Path = root) -> str:
+        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            msg = f"git {' '.join(args)} in {cwd} failed: {done.stderr.strip()}"
+            raise RuntimeError(msg)
+        return done.stdout.strip()
+
+    try:
+        sha = git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    except RuntimeError as e:
+        msg = f"{ref!r} names no commit of the repository at {root}"
+        raise RuntimeError(msg) from e
+    tree = root / "var" / "bench-baseline" / sha[:12]
+    if not (tree / ".git").exists():
+        tree.parent.mkdir(parents=True, exist_ok=True)
+        git("clone", "--quiet", "--shared", "--no-checkout", str(root), str(tree))
+        git("checkout", "--quiet", "--detach", sha, cwd=tree)
+    elif git("rev-parse", "HEAD", cwd=tree) != sha:
+        msg = f"{tree} is not a checkout of {sha}; delete it and run again"
+        raise RuntimeError(msg)
+    return tree
 
 
 def in_tree_env(tree: Path, env: Mapping[str, str]) -> dict[str, str]:

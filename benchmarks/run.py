@@ -16,7 +16,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from amends_pipeline.commands import bench as bench_command
-from benchmarks.harness import Figure, merge_report, write_report
+from benchmarks.harness import Figure, baseline_tree, merge_report, write_report
 
 ROOT = Path(__file__).resolve().parents[1]
 Suite = Callable[[argparse.Namespace], list[Figure]]
@@ -123,6 +123,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def execute(a: argparse.Namespace) -> int:
+    if a.baseline_ref is not None:
+        if a.baseline_checkout is not None:
+            print("amends bench: give --baseline-checkout or --baseline-ref, not both", file=sys.stderr)
+            return 2
+        try:
+            a.baseline_checkout = baseline_tree(ROOT, a.baseline_ref)
+        except RuntimeError as e:
+            print(f"amends bench: no baseline checkout of {a.baseline_ref!r}: {e}", file=sys.stderr)
+            return 2
     started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     names = a.only or list(SUITES)
     figures: list[Figure] = []

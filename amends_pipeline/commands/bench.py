@@ -34,6 +34,10 @@ def add_arguments(p: argparse.ArgumentParser, out: Path = DEFAULT_OUT) -> None:
                    help="verify-memory, simulator, durable, oracle, end-to-end: also measure this checkout"
                    " (e.g. 9aee8a1 for verify-memory, e4906cd for the simulator before it ran the production"
                    " roles, f6860fe for end-to-end before the roles waited for work)")
+    p.add_argument("--baseline-ref", default=None, metavar="REF",
+                   help="like --baseline-checkout, on a checkout of this repository's commit REF that the"
+                   " run makes (once) under var/bench-baseline/; `make bench` passes the commit before"
+                   " issue 16's throughput work")
     p.add_argument("--out", default=str(out), help="markdown report path")
 
 

@@ -19,4 +19,6 @@ def test_the_tiny_benchmark_run_writes_both_report_files(tmp_path: Path) -> None
     assert {"core", "durable", "worker memory", "oracle", "compute", "end to end", "dagster"} <= groups
     assert len(SUITES) == 8
     assert all(f["median"] > 0 for f in doc["figures"])
-    assert "| group | figure | median |" in out.read_text()
+    text = out.read_text()
+    assert "| group | figure | median |" in text
+    assert "## Throughput targets (issue 16)" in text

@@ -1,0 +1,171 @@
+"""The throughput targets (issue 16) beside this run's figures: now, before, when filed, goal.
+
+``section`` renders the table at the top of docs/benchmarks.md from the
+figures of the run (or of a merged report), so the targets are read off the
+same numbers as the rows below them. "before" is the same figure measured on
+the baseline checkout in the same run (``--baseline-checkout`` or
+``--baseline-ref``; ``make bench`` passes the commit before issue 16); "when
+filed" is what the issue said when it was written, from an older run on the
+same kind of machine. A target whose figure this run did not measure says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from benchmarks.harness import Figure
+
+Find = Callable[[str, str], Figure | None]
+
+
+def finder(figures: Sequence[Figure]) -> Find:
+    """Looks a figure up by group and name; a name ending in "(" matches any baseline label."""
+
+    def find(group: str, name: str) -> Figure | None:
+        for f in figures:
+            if f.group == group and (f.name == name or (name.endswith("(") and f.name.startswith(name))):
+                return f
+        return None
+
+    return find
+
+
+def _n(x: float, unit: str) -> str:
+    if unit == "x":
+        return f"{x:.2f}x"
+    if unit == "ms":
+        return f"{x:.1f} ms"
+    return f"{x:,.0f} {unit}"
+
+
+@dataclass(frozen=True)
+class Target:
+    item: str
+    group: str
+    now: str
+    unit: str
+    filed: str
+    goal: str
+    before: str | None = None
+    before_extra: str | None = None
+    """Take "before" from this extra key of the ``before`` figure instead of its median."""
+    at_least: float | None = None
+    at_most: float | None = None
+    judge: Callable[[Find], str] | None = None
+
+    def row(self, find: Find) -> str:
+        now = find(self.group, self.now)
+        before = self._before(find)
+        if now is None:
+            return f"| {self.item} | not measured in this run | {before} | {self.filed} | {self.goal} | |"
+        if self.judge is not None:
+            met = self.judge(find)
+        elif self.at_least is not None:
+            met = "met" if now.median >= self.at_least else "not met"
+        elif self.at_most is not None:
+            met = "met" if now.median <= self.at_most else "not met"
+        else:
+            met = ""
+        return (
+            f"| {self.item} | {_n(now.median, self.unit)} | {before} | {self.filed} | {self.goal} | {met} |"
+        )
+
+    def _before(self, find: Find) -> str:
+        if self.before is None:
+            return "not measured"
+        f = find(self.group, self.before)
+        if f is None:
+            return "no baseline in this run"
+        value = f.extra.get(self.before_extra) if self.before_extra else f.median
+        return "not measured" if value is None else _n(float(value), self.unit)
+
+
+def _ratio_judge(group: str, top: str, bottom: str, say: Callable[[float], str]) -> Callable[[Find], str]:
+    """A verdict on figure ``top`` over figure ``bottom`` (both of ``group``); empty if one is missing."""
+
+    def judge(find: Find) -> str:
+        a, b = find(group, top), find(group, bottom)
+        return "" if a is None or b is None else say(a.median / b.median)
+
+    return judge
+
+
+_history_bounded = _ratio_judge(  # bounded by live state: 10x the history at most doubles the growth
+    "worker memory", "RSS growth, 1,000,000 records of history over 1,000 keys",
+    "RSS growth, 100,000 records of history over 1,000 keys",
+    lambda r: f"{'met' if r <= 2 else 'not met'}: 10x the history grows RSS {r:.1f}x",
+)
+_oracle_memory = _ratio_judge(
+    "oracle memory", "peak RSS, oracle over 10,000,000 records", "peak RSS, oracle over 10,000,000 records (",
+    lambda r: f"{'reduced' if r < 1 else 'not reduced'}: now / before {r:.2f}x",
+)
+
+
+def _sim_doubled(find: Find) -> str:
+    ratio = find("sim", "checked schedules, now / before (ci size)")
+    if ratio is None:
+        return ""
+    return f"{'met' if ratio.median >= 2 else 'not met'}: now / before {ratio.median:.2f}x"
+
+
+def _durable_ratio(find: Find) -> str:
+    now = find("durable", "worker, batch 10,000")
+    ratio = find("durable", "worker, batch 10,000, now / before")
+    verdict = "met" if now is not None and now.median >= 20_000 else "not met"
+    return verdict + (f"; now / before {ratio.median:.2f}x" if ratio is not None else "")
+
+
+TARGETS: tuple[Target, ...] = (
+    Target("2. durable worker, batch 10,000, one partition", "durable", "worker, batch 10,000",
+           "records/s", "about 9,900 records/s", ">= 20,000 records/s (aim 50,000)",
+           before="worker, batch 10,000, before", judge=_durable_ratio),
+    Target("3. all workers, 2 partitions / 1 partition", "durable", "2 partitions / 1 partition", "x",
+           "not measured", "measured, scaling explained (2 CPUs, PostgreSQL on the same machine)"),
+    Target("4. oracle end to end, 1,000,000 records", "oracle memory", "end to end, 1,000,000 records, now",
+           "records/s", "about 400,000 records/s", "toward 1,000,000 records/s",
+           before="end to end, 1,000,000 records (", at_least=1_000_000),
+    Target("4. oracle end to end, 10,000,000 records", "oracle", "end to end, 10,000,000 records",
+           "records/s", "about 400,000 records/s", "toward 1,000,000 records/s", at_least=1_000_000),
+    Target("4. oracle peak RSS, 10,000,000 records", "oracle memory",
+           "peak RSS, oracle over 10,000,000 records", "MiB", "about 14 GB", "measured and reduced",
+           before="peak RSS, oracle over 10,000,000 records (", judge=_oracle_memory),
+    Target("5. end to end in bulk (real broker)", "end to end",
+           "bulk records through worker, relay and view (real broker)", "records/s",
+           "about 6,800 records/s", ">= 20,000 records/s",
+           before="bulk records through worker, relay and view (real broker), before", at_least=20_000),
+    Target("5. correction visible in the view, p50 (real broker)", "end to end",
+           "produce -> view visible, p50 (roles, real broker)", "ms", "72 ms", "< 25 ms",
+           before="produce -> view visible, p50 (roles, real broker), before", at_most=25),
+    Target("5. correction visible in the view, p99 (real broker)", "end to end",
+           "produce -> view visible, p99 (roles, real broker)", "ms", "125 ms", "< 100 ms",
+           before="produce -> view visible, p50 (roles, real broker), before", before_extra="p99",
+           at_most=100),
+    Target("6. worker RSS growth, 100,000 keys", "worker memory", "RSS growth, 100,000 keys (100,000 records)",
+           "MiB", "not measured", "measured"),
+    Target("6. worker RSS growth, 1,000,000 records of history over 1,000 keys", "worker memory",
+           "RSS growth, 1,000,000 records of history over 1,000 keys", "MiB", "not measured",
+           "bounded by the keys' live state, not the history", judge=_history_bounded),
+    Target("7. simulator, checked schedules per minute (CI size)", "sim", "checked schedules (ci size)",
+           "schedules/min", "per-step safety about 4x the cost", ">= 2x before",
+           before="checked schedules, before (ci size)", judge=_sim_doubled),
+)
+
+
+def section(figures: Sequence[Figure]) -> list[str]:
+    """Markdown lines of the targets table; empty when the run measured none of its figures."""
+    find = finder(figures)
+    if not any(find(t.group, t.now) is not None for t in TARGETS):
+        return []
+    return [
+        "## Throughput targets (issue 16)",
+        "",
+        "Each target's figure from the table below, beside the same figure of the baseline checkout",
+        "measured in the same run (before), the value the issue was filed with, and the goal. The",
+        "per-stage profile of the durable worker is the 'durable profile' group.",
+        "",
+        "| target | now | before (same run) | when filed | goal | verdict |",
+        "|---|---|---|---|---|---|",
+        *(t.row(find) for t in TARGETS),
+        "",
+    ]
