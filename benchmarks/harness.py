@@ -98,12 +98,16 @@ def write_report(
     json_path: Path,
     started: str,
     updates: Sequence[Mapping[str, Any]] = (),
+    measured_on: Mapping[str, Any] | None = None,
 ) -> None:
-    """Write both report files; ``updates`` name the groups that a later partial run replaced."""
+    """Write both report files; ``updates`` name the groups that a later partial run replaced.
+
+    ``measured_on`` is the machine of the figures when it is not this one (a re-render).
+    """
     from benchmarks import targets  # it reads Figure from here
 
     md_path.parent.mkdir(parents=True, exist_ok=True)
-    m = machine()
+    m = dict(measured_on) if measured_on is not None else machine()
     lines = [
         "# Benchmarks",
         "",
@@ -141,7 +145,7 @@ def rewrite_markdown(json_path: Path, md_path: Path) -> None:
     """Re-render the markdown report from its JSON twin (no measurement)."""
     doc = json.loads(json_path.read_text())
     figs = [Figure(**f) for f in doc["figures"]]
-    write_report(figs, md_path, json_path, doc["started"], doc.get("updates", ()))
+    write_report(figs, md_path, json_path, doc["started"], doc.get("updates", ()), doc["machine"])
 
 
 def merge_report(
