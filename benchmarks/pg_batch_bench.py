@@ -234,8 +234,54 @@ def before_after(baseline: Path, runs: int) -> list[Figure]:
     ]
 
 
-def _one_worker(args: tuple[str, str, int, int, int, str]) -> tuple[float, float, int]:
-    """One worker process of ``scaling``: (start, end, records) of its timed batches."""
+@dataclass(frozen=True)
+class CpuSample:
+    """CPU seconds since boot: the machine busy, the machine in all, and each PostgreSQL process."""
+
+    busy: float
+    total: float
+    postgres: dict[int, float]
+
+    @staticmethod
+    def take() -> CpuSample | None:
+        """A sample from Linux's /proc (None elsewhere)."""
+        try:
+            ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+        except (OSError, ValueError):
+            return None
+        hz = os.sysconf("SC_CLK_TCK")
+        postgres: dict[int, float] = {}
+        for d in Path("/proc").iterdir():
+            if not d.name.isdigit():
+                continue
+            try:
+                if (d / "comm").read_text().strip() != "postgres":
+                    continue
+                on_cpu_ns = int((d / "schedstat").read_text().split()[0])  # nanoseconds, unlike stat's ticks
+            except (OSError, ValueError, IndexError):
+                continue  # exited meanwhile, or no schedstat
+            postgres[int(d.name)] = on_cpu_ns / 1e9
+        idle = ticks[3] + ticks[4]  # idle, iowait
+        return CpuSample((sum(ticks) - idle) / hz, sum(ticks) / hz, postgres)
+
+    def postgres_since(self, earlier: CpuSample) -> float:
+        """PostgreSQL's CPU seconds between the samples (a process that exited in between is missed)."""
+        return sum(t - earlier.postgres.get(pid, 0.0) for pid, t in self.postgres.items())
+
+
+@dataclass(frozen=True)
+class _Span:
+    start: float
+    end: float
+    records: int
+    cpu: float
+    """The worker process's own CPU seconds over its timed batches."""
+    first: CpuSample | None
+    last: CpuSample | None
+
+
+def _one_worker(args: tuple[str, str, int, int, int, str]) -> _Span:
+    """One worker process of ``scaling``: its timed batches' span, records and CPU use."""
     dsn, schema, timed, preload, keys, run_id = args
     collector.settle()  # a process of its own, like a worker role
     records = workload(preload + timed, keys, seed=7)
@@ -243,51 +289,83 @@ def _one_worker(args: tuple[str, str, int, int, int, str]) -> tuple[float, float
     store = PgStore.open(dsn, cfg, schema=schema)
     try:
         tok, frontier = preloaded(store, records, preload)
-        start = time.time()
+        first = CpuSample.take()
+        cpu, start = time.process_time(), time.time()
         for i in range(preload, preload + timed, PROFILED_BATCH):
             frontier = store.process(tok, frontier, records[i:i + PROFILED_BATCH]).frontier
-        return start, time.time(), timed
+        end, cpu = time.time(), time.process_time() - cpu
+        return _Span(start, end, timed, cpu, first, CpuSample.take())
     finally:
         store.close()
 
 
-def scaling(processes: int, timed: int, runs: int, preload: int = 20_000, keys: int = 500) -> list[float]:
+@dataclass(frozen=True)
+class Scaled:
+    """One scaling run: total records/s, and CPUs in use over its span (None without /proc)."""
+
+    rate: float
+    workers_cpus: float
+    postgres_cpus: float | None
+    machine_cpus: float | None
+
+
+def scaling(processes: int, timed: int, runs: int, preload: int = 20_000, keys: int = 500) -> list[Scaled]:
     """Total records/s of ``processes`` workers at once, one partition (namespace) each.
 
     Each worker process preloads its own partition, then all time their batches
     concurrently; the rate is all timed records over the span from the first
-    start to the last end.
+    start to the last end. Over that span: the workers' own CPU seconds, and
+    from /proc those of every PostgreSQL process and of the whole machine
+    (other work on a shared machine included), each per second of the span:
+    how many CPUs were in use, which says why two workers scale as they do.
     """
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
 
     dsn = dsn_from_env()
-    rates = []
+    out = []
     with scratch_schema(dsn, "bench") as schema:
         for r in range(runs):
             jobs = [(dsn, schema, timed, preload, keys, f"{processes}-{r}-{i}") for i in range(processes)]
             with ProcessPoolExecutor(processes, mp_context=get_context("spawn")) as pool:
                 spans = list(pool.map(_one_worker, jobs))
-            first = min(s for s, _, _ in spans)
-            last = max(e for _, e, _ in spans)
-            rates.append(sum(n for _, _, n in spans) / (last - first))
-    return rates
+            opened = min(spans, key=lambda s: s.start)
+            closed = max(spans, key=lambda s: s.end)
+            wall = closed.end - opened.start
+            pg = machine = None
+            if opened.first is not None and closed.last is not None:
+                pg = closed.last.postgres_since(opened.first) / wall
+                machine = (closed.last.busy - opened.first.busy) / wall
+            out.append(Scaled(sum(s.records for s in spans) / wall, sum(s.cpu for s in spans) / wall, pg, machine))
+    return out
 
 
 def scaling_figures(timed: int, runs: int, preload: int = 20_000, keys: int = 500) -> list[Figure]:
-    """Durable throughput with one and two worker processes on this machine, and the ratio."""
+    """Durable throughput with one and two worker processes on this machine, the ratio, and CPU use."""
     one = scaling(1, timed, runs, preload, keys)
     two = scaling(2, timed, runs, preload, keys)
     cond = (
         f"batch {PROFILED_BATCH:,}, {timed:,} timed records per worker, {keys} keys each, preload"
         f" {preload:,}, mix 95/4/1; one process and partition per worker, timed concurrently"
     )
-    return [
-        figure("durable", "all workers, 1 partition", one, "records/s", cond),
-        figure("durable", "all workers, 2 partitions (2 processes)", two, "records/s", cond),
-        figure("durable", "2 partitions / 1 partition", [b / a for a, b in zip(one, two, strict=True)], "x",
-               f"{cond}; {os.cpu_count()} CPUs, PostgreSQL on the same machine"),
+    figs = [
+        figure("durable", "all workers, 1 partition", [s.rate for s in one], "records/s", cond),
+        figure("durable", "all workers, 2 partitions (2 processes)", [s.rate for s in two], "records/s", cond),
+        figure("durable", "2 partitions / 1 partition", [b.rate / a.rate for a, b in zip(one, two, strict=True)],
+               "x", f"{cond}; {os.cpu_count()} CPUs, PostgreSQL on the same machine"),
     ]
+    cpus = f"CPU seconds per second of the timed span, of {os.cpu_count()} CPUs"
+    for label, got in (("1 partition", one), ("2 partitions", two)):
+        figs.append(figure("durable", f"CPUs used by the worker processes, {label}", [s.workers_cpus for s in got],
+                           "CPUs", f"{cpus}; the workers' own process time"))
+        pg = [s.postgres_cpus for s in got if s.postgres_cpus is not None]
+        machine = [s.machine_cpus for s in got if s.machine_cpus is not None]
+        if pg and machine:
+            figs.append(figure("durable", f"CPUs used by PostgreSQL, {label}", pg, "CPUs",
+                               f"{cpus}; every postgres process, from /proc"))
+            figs.append(figure("durable", f"CPUs busy on the machine, {label}", machine, "CPUs",
+                               f"{cpus}; /proc/stat, everything on the machine (it is shared)"))
+    return figs
 
 
 DEFAULT_PLAN = {1: 400, 100: 5_000, 1_000: 20_000, 10_000: 50_000}

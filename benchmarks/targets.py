@@ -116,12 +116,23 @@ def _durable_ratio(find: Find) -> str:
     return verdict + (f"; now / before {ratio.median:.2f}x" if ratio is not None else "")
 
 
+def _cpus(find: Find) -> str:
+    """Where the CPUs went with two workers: the reason two partitions scale as they do."""
+    got = [find("durable", f"CPUs used by {who}, 2 partitions") for who in ("the worker processes", "PostgreSQL")]
+    busy = find("durable", "CPUs busy on the machine, 2 partitions")
+    if busy is None or None in got:
+        return ""
+    workers, pg = (f.median for f in got if f is not None)
+    return f"with 2 workers: workers {workers:.2f}, PostgreSQL {pg:.2f}, whole machine {busy.median:.2f} CPUs busy"
+
+
 TARGETS: tuple[Target, ...] = (
     Target("2. durable worker, batch 10,000, one partition", "durable", "worker, batch 10,000",
            "records/s", "about 9,900 records/s", ">= 20,000 records/s (aim 50,000)",
            before="worker, batch 10,000, before", judge=_durable_ratio),
     Target("3. all workers, 2 partitions / 1 partition", "durable", "2 partitions / 1 partition", "x",
-           "not measured", "measured, scaling explained (2 CPUs, PostgreSQL on the same machine)"),
+           "not measured", "measured, scaling explained (2 CPUs, PostgreSQL on the same machine)",
+           judge=_cpus),
     Target("4. oracle end to end, 1,000,000 records", "oracle memory", "end to end, 1,000,000 records, now",
            "records/s", "about 400,000 records/s", "toward 1,000,000 records/s",
            before="end to end, 1,000,000 records (", at_least=1_000_000),

@@ -83,3 +83,17 @@ def test_the_baseline_checkout_is_made_once_at_the_named_commit(tmp_path: Path) 
     git(tree, "checkout", "--quiet", "--detach", git(repo, "rev-parse", "HEAD"))
     with pytest.raises(RuntimeError, match="is not a checkout of"):
         baseline_tree(repo, old)
+
+
+def test_the_scaling_target_says_where_the_cpus_went_with_two_workers() -> None:
+    lines = section([
+        fig("durable", "2 partitions / 1 partition", 1.2, "x"),
+        fig("durable", "CPUs used by the worker processes, 2 partitions", 1.5, "CPUs"),
+        fig("durable", "CPUs used by PostgreSQL, 2 partitions", 0.4, "CPUs"),
+        fig("durable", "CPUs busy on the machine, 2 partitions", 1.98, "CPUs"),
+    ])
+    scaling = row(lines, "3. all workers, 2 partitions / 1 partition")
+    assert scaling[1] == "1.20x"
+    assert scaling[5] == "with 2 workers: workers 1.50, PostgreSQL 0.40, whole machine 1.98 CPUs busy"
+    without = row(section([fig("durable", "2 partitions / 1 partition", 1.2, "x")]), "3. all workers, 2 partitions / 1 partition")
+    assert without[5] == ""
