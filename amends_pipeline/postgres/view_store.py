@@ -41,8 +41,8 @@ from amends_pipeline.postgres.namespace import lookup_namespace, register_namesp
 _UPSERT_ROWS = """
 INSERT INTO view_rows (ns_id, output_id, partition, family, item, location, day, version, present,
                        envelope, applied_offset)
-SELECT %s, * FROM unnest(%s::text[], %s::int[], %s::text[], %s::text[], %s::text[], %s::int[],
-                         %s::bigint[], %s::boolean[], %s::bytea[], %s::bigint[])
+SELECT %s, * FROM unnest(%b::text[], %b::int[], %b::text[], %b::text[], %b::text[], %b::int[],
+                         %b::bigint[], %b::boolean[], %b::bytea[], %b::bigint[])
 ON CONFLICT (ns_id, output_id) DO UPDATE
 SET partition = excluded.partition, version = excluded.version, present = excluded.present,
     envelope = excluded.envelope, applied_offset = excluded.applied_offset
@@ -220,7 +220,7 @@ class PgViewStore:
                 vs.stopped[partition] = stopped
             if ids and stopped is None:
                 for (raw_env,) in conn.execute(
-                    "SELECT envelope FROM view_rows WHERE ns_id = %s AND output_id = ANY(%s)",
+                    "SELECT envelope FROM view_rows WHERE ns_id = %s AND output_id = ANY(%b::text[])",
                     (self.ns_id, sorted(ids)),
                 ):
                     env = wire.decode_envelope(bytes(raw_env))
