@@ -48,6 +48,17 @@ SET partition = excluded.partition, version = excluded.version, present = exclud
     envelope = excluded.envelope, applied_offset = excluded.applied_offset
 """
 
+_LOOKUP_ROWS = """
+SELECT v.envelope FROM unnest(%b::text[]) AS i(id)
+CROSS JOIN LATERAL (SELECT envelope FROM view_rows WHERE ns_id = %s AND output_id = i.id LIMIT 1) AS v
+"""
+"""The stored rows a batch names, one primary-key probe per output ID.
+
+The LIMIT keeps the subquery from being flattened into a join the planner may
+run as a scan of the namespace's whole view (every row shares its ns_id):
+the cost stays proportional to the batch, not to the size of the view.
+(ns_id, output_id) is the primary key, so the LIMIT never drops a row."""
+
 
 @dataclass(frozen=True, slots=True)
 class ViewRebuilt:
@@ -219,10 +230,7 @@ class PgViewStore:
             if stopped is not None:
                 vs.stopped[partition] = stopped
             if ids and stopped is None:
-                for (raw_env,) in conn.execute(
-                    "SELECT envelope FROM view_rows WHERE ns_id = %s AND output_id = ANY(%b::text[])",
-                    (self.ns_id, sorted(ids)),
-                ):
+                for (raw_env,) in conn.execute(_LOOKUP_ROWS, (sorted(ids), self.ns_id)):
                     env = wire.decode_envelope(bytes(raw_env))
                     if isinstance(env, wire.DecodeError):
                         msg = f"stored view row is not a valid envelope: {env.message}"
