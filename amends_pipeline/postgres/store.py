@@ -206,6 +206,20 @@ class ProcessingSnapshot:
 # ---------------------------------------------------------------- the store
 
 
+PENDING_OUTBOX = (
+    "SELECT o.sequence, o.envelope, o.output_partition, o.output_offset FROM outbox o"
+    " WHERE o.ns_id = %s AND o.partition = %s AND o.sequence > ("
+    "SELECT r.acked_sequence FROM relay_progress r WHERE r.ns_id = %s AND r.partition = %s)"
+    " ORDER BY o.sequence LIMIT %s"
+)
+"""The earliest pending outbox rows of a partition (params: ns_id, partition, ns_id, partition, limit).
+
+The acknowledged sequence is a scalar subquery, so the rows are read in primary-key order
+and the LIMIT ends the scan: a join on relay_progress let the planner sort every pending
+row first, and each relay batch cost grew with the backlog. ``pending`` reads it with
+binary results (envelopes arrive as bytes, not hex text to decode)."""
+
+
 class PgStore:
     """Processing state of one namespace in PostgreSQL. One instance per worker thread."""
 
@@ -581,12 +595,7 @@ class PgStore:
         self._check_partition(partition)
         with self.db.transaction(self._label(f"reading pending outbox of {partition}")) as conn:
             rows = conn.execute(
-                "SELECT o.sequence, o.envelope, o.output_partition, o.output_offset"
-                " FROM relay_progress r JOIN outbox o"
-                " ON o.ns_id = r.ns_id AND o.partition = r.partition"
-                " AND o.sequence > r.acked_sequence"
-                " WHERE r.ns_id = %s AND r.partition = %s ORDER BY o.sequence LIMIT %s",
-                (self.ns_id, partition, limit),
+                PENDING_OUTBOX, (self.ns_id, partition, self.ns_id, partition, limit), binary=True
             ).fetchall()
         return [OutboxEntry(partition, s, bytes(e), False, op, oo) for s, e, op, oo in rows]
 

@@ -102,3 +102,28 @@ def test_outbox_rows_are_immutable_bytes_once_committed(open_store, admin):
             "INSERT INTO outbox (ns_id, partition, sequence, envelope) VALUES (%s, 0, 1, 'x')",
             (store.ns_id,),
         )
+
+
+def test_reading_pending_rows_stops_at_the_limit_whatever_the_backlog(open_store, admin):
+    """The pending read walks the outbox in primary-key order from the acknowledged sequence
+    and stops at the limit: it never gathers and sorts the whole backlog, so a relay batch
+    costs the same behind 20 rows or 20,000."""
+    from amends_pipeline.postgres.store import PENDING_OUTBOX
+
+    store = open_store(b.config())
+    committed(store)
+    admin.execute(
+        "INSERT INTO outbox (ns_id, partition, sequence, envelope)"
+        " SELECT %s, 0, g, '\\x00' FROM generate_series(6, 20000) g", (store.ns_id,),
+    )
+    admin.execute("UPDATE partitions SET last_sequence = 20000 WHERE ns_id = %s", (store.ns_id,))
+    admin.execute("ANALYZE outbox")
+    store.acknowledge_many(0, [(1, 7), (2, 8)])
+    args = (store.ns_id, 0, store.ns_id, 0, 1000)
+    plan = "\n".join(r[0] for r in admin.execute("EXPLAIN ANALYZE " + PENDING_OUTBOX, args))
+    assert "Sort" not in plan, plan
+    assert "outbox_pkey" in plan, plan
+    pending = store.pending(0, limit=1000)
+    assert [e.sequence for e in pending] == list(range(3, 1003))
+    assert all(isinstance(e.envelope, bytes) for e in pending)
+    assert [e.output_offset for e in store.pending(0, limit=1)] == [None]
