@@ -268,33 +268,43 @@ def _detail(row: dict[str, object]) -> str:
 def _authority(accepted: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.LazyFrame]:
     """(conflicts, blocked identities, active contributions) from accepted assertions.
 
-    A revision group holds more than one distinct canonical candidate exactly
-    when one of the compared members differs within it (accepted rows have no
-    nulls), so minima and maxima decide it without a distinct-rows pass.
-    Revision groups are materialised once; everything after works on them.
+    Rows are sorted by (key, txn_id, revision), so every revision group and
+    every identity is a run of adjacent rows. A revision group holds more than
+    one distinct canonical candidate exactly when two adjacent rows of it
+    differ in a compared member (accepted rows have no nulls): such a row marks
+    its group as conflicted. An identity's last row carries its highest
+    revision; filling that revision backwards gives every row the identity's
+    highest revision. Sorting once costs less than grouping on the string
+    identity and a window over it.
     """
-    compared = [c for c in _CANONICAL if c not in ("kid", "txn_id", "revision")]
-    groups = (
+    c = pl.col
+    compared = [x for x in _CANONICAL if x not in ("kid", "txn_id", "revision")]
+    same_identity = (c("kid") == c("kid").shift(1)) & (c("txn_id") == c("txn_id").shift(1))
+    same_group = same_identity & (c("revision") == c("revision").shift(1))
+    differs = pl.any_horizontal(c(x) != c(x).shift(1) for x in compared)
+    rows = (
         accepted.lazy()
-        .group_by("kid", "txn_id", "revision")
-        .agg(
-            pl.any_horizontal(pl.col(c).min() != pl.col(c).max() for c in compared).alias("rivals"),
-            pl.col("kind").first(),
-            pl.col("valid_s").first(),
-            pl.col("qty").first(),
+        .sort("kid", "txn_id", "revision")
+        .with_columns(
+            (same_group & differs).fill_null(False).alias("rival"),
+            (~same_identity.shift(-1).fill_null(False)).alias("last"),
         )
-        .with_columns((pl.col("revision") == pl.col("revision").max().over("kid", "txn_id")).alias("highest"))
+        .with_columns(
+            (c("revision") == pl.when(c("last")).then(c("revision")).fill_null(strategy="backward")).alias(
+                "highest"
+            )
+        )
+        .select("kid", "txn_id", "revision", "kind", "valid_s", "qty", "rival", "last", "highest")
         .collect()
     )
-    conflicts = groups.filter(pl.col("rivals")).select("kid", "txn_id", "revision")
-    blocked = groups.filter(pl.col("highest") & pl.col("rivals")).select(
-        "kid", "txn_id", "revision"
-    )
+    rivals = rows.filter(c("rival"))
+    conflicts = rivals.select("kid", "txn_id", "revision").unique()
+    blocked = rivals.filter(c("highest")).select("kid", "txn_id", "revision").unique()
     active = (
-        groups.lazy()
-        .filter(pl.col("highest") & ~pl.col("rivals") & (pl.col("kind") != Kind.CANCEL.value))
+        rows.lazy()
+        .filter(c("last") & (c("kind") != Kind.CANCEL.value))
         .join(blocked.lazy().select("kid").unique(), on="kid", how="anti")
-        .select("kid", (pl.col("valid_s") // _SECONDS_PER_DAY).alias("day"), "qty")
+        .select("kid", (c("valid_s") // _SECONDS_PER_DAY).alias("day"), "qty")
     )
     return conflicts, blocked, active
 
