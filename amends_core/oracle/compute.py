@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import polars as pl
 
@@ -44,6 +45,8 @@ from amends_core.oracle.decode import decode_keys, decode_values, gc_paused
 from amends_core.result import ComputeResult, RejectionRef
 
 _SECONDS_PER_DAY = 86_400
+
+T = TypeVar("T")
 _CANONICAL = ["kid", "txn_id", "revision", "kind", "valid_s", "valid_nanos", "qty"]
 """What canonical equality compares (the key as ``kid``); never source time or coordinates."""
 
@@ -486,6 +489,21 @@ def derive(cfg: Config, src: Source, classified: Classified) -> OracleResult:
     return _derive(cfg, src, classified.rejected, classified.accepted)
 
 
+def _per_key(frame: pl.DataFrame, make: Callable[..., T], columns: Sequence[str]) -> dict[int, tuple[T, ...]]:
+    """``make(*row)`` for every row of ``frame`` (each key's rows adjacent), grouped by ``kid``.
+
+    Builds the output rows column-wise: one slice of each column per key.
+    """
+    runs = frame.get_column("kid").rle()
+    values = [frame.get_column(c).to_list() for c in columns]
+    out: dict[int, tuple[T, ...]] = {}
+    at = 0
+    for kid, n in zip(runs.struct.field("value").to_list(), runs.struct.field("len").to_list(), strict=True):
+        out[kid] = tuple(map(make, *(v[at : at + n] for v in values)))
+        at += n
+    return out
+
+
 def _derive(cfg: Config, src: Source, rejected_rows: pl.DataFrame, accepted: pl.DataFrame) -> OracleResult:
     records = src.records
     stock_keys, key_table = _key_table(cfg)
@@ -509,14 +527,9 @@ def _derive(cfg: Config, src: Source, rejected_rows: pl.DataFrame, accepted: pl.
     reasons: dict[int, list[ConflictRef]] = {}
     for kid, txn_id, revision in blocked_df.iter_rows():
         reasons.setdefault(kid, []).append(ConflictRef(txn_id, revision))
-    balances: dict[int, list[BalanceRow]] = {}
-    alerts: dict[int, list[AlertRow]] = {}
-    kids, days, closes = (daily_df.get_column(c).to_list() for c in ("kid", "day", "close"))
-    for kid, day, close in zip(kids, days, closes, strict=True):
-        balances.setdefault(kid, []).append(BalanceRow(day, close))
-    crossings = daily_df.filter(pl.col("crossing"))
-    for kid, day, close, threshold in crossings.select("kid", "day", "close", "threshold").rows():
-        alerts.setdefault(kid, []).append(AlertRow(day, threshold, close))
+    daily_df = daily_df.with_columns(pl.col("close").cast(pl.Int64))  # checked above
+    balances = _per_key(daily_df, BalanceRow, ("day", "close"))
+    alerts = _per_key(daily_df.filter(pl.col("crossing")), AlertRow, ("day", "threshold", "close"))
 
     projections: dict[StockKey, Projection] = {}
     reason_counts: dict[StockKey, int] = {}
