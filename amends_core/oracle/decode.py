@@ -245,9 +245,15 @@ def _strings_ok(doc: _TxnDoc) -> str | None:
     return None
 
 
+_SHORT_ID_CHARS = limits.MAX_ID_BYTES // 4
+"""Identifiers of at most this many characters are within ``limits.MAX_ID_BYTES``."""
+
+
 def _identifiers_ok(doc: _TxnDoc) -> str | None:
     """Refuse identifiers above ``limits.MAX_ID_BYTES`` (UTF-8 bytes)."""
     sk = doc.stock_key
+    if max(len(doc.txn_id), len(sk.item), len(sk.location)) <= _SHORT_ID_CHARS:
+        return None  # no character takes more than 4 bytes, even a lone surrogate (3)
     for name, s in (("txn_id", doc.txn_id), ("item", sk.item), ("location", sk.location)):
         size = len(s.encode("utf-8", "surrogatepass"))
         if size > limits.MAX_ID_BYTES:
@@ -405,13 +411,21 @@ _ZULU_DIGITS = (("y", 0, 4), ("mo", 5, 2), ("d", 8, 2), ("h", 11, 2), ("mi", 14,
 def _zulu_stages(text: str, p: str) -> list[list[pl.Expr]]:
     """Like ``_instant_stages`` for a column already known to match ``_ZULU`` (or null).
 
-    The digits sit at fixed positions and are ASCII, so slices replace a second
-    regular expression; the fraction runs from position 20 to the final ``Z``.
+    The digits sit at fixed positions and are ASCII, so the first 19 bytes,
+    read as an array of bytes, give every number by arithmetic (no second
+    regular expression, no string slices); the fraction runs from position 20
+    to the final ``Z``.
     """
     t = pl.col(text)
-    numbers = [
-        t.str.slice(at, size).cast(pl.Int64, strict=False).alias(f"_{p}_{n}") for n, at, size in _ZULU_DIGITS
-    ]
+    head = t.cast(pl.Binary).bin.slice(0, 19).bin.reinterpret(dtype=pl.Array(pl.UInt8, 19))
+
+    def number(at: int, size: int) -> pl.Expr:
+        value = pl.lit(0, dtype=pl.Int64)
+        for k in range(at, at + size):
+            value = value * 10 + (head.arr.get(k).cast(pl.Int64) - ord("0"))
+        return value
+
+    numbers = [number(at, size).alias(f"_{p}_{n}") for n, at, size in _ZULU_DIGITS]
     frac = pl.when(t.str.len_bytes() > 20).then(t.str.slice(20, t.str.len_bytes() - 21))
     numbers += [
         pl.lit(True).alias(f"_{p}_zulu"),
