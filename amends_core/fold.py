@@ -31,6 +31,7 @@ from amends_core.ledger import (
     Status,
     StockKey,
     Transaction,
+    fast_init,
     in_int64,
 )
 
@@ -198,6 +199,7 @@ def new_key_state(kc: KeyConfig) -> KeyState:
 # ---------------------------------------------------------------- deltas
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Repair:
     """The recomputed suffix of days ``>= from_day`` (old and new sides for the diff)."""
@@ -212,6 +214,7 @@ class Repair:
     old_alert_days: tuple[int, ...]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class FoldDelta:
     """Everything one accepted assertion changes on its key."""

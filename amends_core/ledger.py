@@ -6,12 +6,13 @@ reads a clock or draws random numbers.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import hashlib
 import json
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring as _json_string
-from typing import Any
+from typing import Any, TypeVar
 
 from amends_core import limits, timefmt
 
@@ -35,17 +36,101 @@ def in_int64(value: int) -> bool:
     return INT64_MIN <= value <= INT64_MAX
 
 
+# ---------------------------------------------------------------- cheaper frozen values
+
+_T = TypeVar("_T")
+
+HASH_FIELD = "_hash"
+"""Name of the cached-hash field (see ``fast_init``)."""
+
+
+def fast_init(cls: type[_T]) -> type[_T]:
+    """Give the frozen, slotted dataclass ``cls`` an ``__init__`` that stores through slot descriptors.
+
+    A frozen dataclass's generated ``__init__`` stores each field with
+    ``object.__setattr__`` (its own ``__setattr__`` refuses), about 0.1 µs a
+    field, and the worker builds several such values per record. This one stores
+    each field through its slot's descriptor, about twice as fast, and leaves
+    everything else as the dataclass made it: the same parameters and defaults,
+    ``__post_init__`` (called last), equality, ordering, ``replace``, and
+    instances that still refuse assignment.
+
+    A class may also keep its hash: a field ``HASH_FIELD`` declared with
+    ``field(init=False, repr=False, compare=False)`` is set to the hash the
+    dataclass would compute (that of the tuple of the compared fields), for
+    values hashed many times per record (dictionary keys). Such a class
+    defines ``__hash__`` to return it and ``__reduce__`` to rebuild from the
+    other fields, so the cached value, which depends on the process's string
+    hash seed, is never pickled or copied into another process.
+
+    Fields with a default factory, keyword-only or other ``init=False`` fields
+    raise TypeError when the class is defined.
+    """
+    params = getattr(cls, "__dataclass_params__", None)
+    if params is None or not params.frozen or "__slots__" not in cls.__dict__:
+        msg = f"fast_init needs a frozen, slotted dataclass, not {cls.__qualname__}"
+        raise TypeError(msg)
+    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+    names: dict[str, Any] = {}
+    args: list[str] = []
+    body: list[str] = []
+    hashed = False
+    for f in fields:
+        setter = f"_set_{f.name}"
+        names[setter] = cls.__dict__[f.name].__set__
+        if f.name == HASH_FIELD and not f.init and not f.compare:
+            hashed = True
+            continue
+        if not f.init or f.kw_only or f.default_factory is not dataclasses.MISSING:
+            msg = f"fast_init cannot build field {f.name!r} of {cls.__qualname__}"
+            raise TypeError(msg)
+        if f.default is dataclasses.MISSING:
+            args.append(f.name)
+        else:
+            names[f"_default_{f.name}"] = f.default
+            args.append(f"{f.name}=_default_{f.name}")
+        body.append(f"    _set_{f.name}(__dataclass_self__, {f.name})")
+    if hashed:
+        compared = [f.name for f in fields if f.compare]
+        if "__hash__" not in cls.__dict__ or "__reduce__" not in cls.__dict__:
+            msg = f"{cls.__qualname__} caches its hash: it must define __hash__ and __reduce__"
+            raise TypeError(msg)
+        names["_hash_of"] = hash
+        fields_tuple = "".join(n + ", " for n in compared)
+        body.append(f"    _set_{HASH_FIELD}(__dataclass_self__, _hash_of(({fields_tuple})))")
+    if hasattr(cls, "__post_init__"):
+        body.append("    __dataclass_self__.__post_init__()")
+    head = f"def __init__(__dataclass_self__, {', '.join(args)}) -> None:\n"
+    source = head + "\n".join(body or ["    pass"])
+    exec(source, names)  # generated from the field names, as dataclasses does itself
+    init = names["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    init.__module__ = cls.__module__
+    init.__doc__ = cls.__init__.__doc__
+    cls.__init__ = init  # type: ignore[method-assign]
+    return cls
+
+
 def compact_json(value: Any) -> str:
     """Canonical compact JSON text (no whitespace, non-ASCII kept as is)."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
+@fast_init
 @dataclass(frozen=True, order=True, slots=True)
 class StockKey:
     """One item at one location; the unit of trust and of business history."""
 
     item: str
     location: str
+    _hash: int = field(init=False, repr=False, compare=False)
+    """``hash((item, location))``, computed once: keys are hashed several times per record."""
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self) -> tuple[type[StockKey], tuple[str, str]]:
+        return StockKey, (self.item, self.location)  # the hash is recomputed, never pickled
 
     def transport_key(self) -> bytes:
         """The Kafka message key: UTF-8 of the compact JSON array ``["ITEM","LOCATION"]``."""
@@ -64,6 +149,7 @@ class Kind(enum.StrEnum):
 KINDS = frozenset(k.value for k in Kind)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Transaction:
     """A decoded source assertion: a complete replacement value for one identity."""
@@ -103,6 +189,7 @@ def canonical_equal(a: Transaction, b: Transaction) -> bool:
     return a.stock_key == b.stock_key and a.canonical == b.canonical
 
 
+@fast_init
 @dataclass(frozen=True, order=True, slots=True)
 class Coordinates:
     """Where a record was delivered: source incarnation, partition and offset."""
@@ -115,6 +202,7 @@ class Coordinates:
         return {"source": self.source, "partition": self.partition, "offset": self.offset}
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Record:
     """A raw source record exactly as delivered; decoding happens later."""
@@ -144,6 +232,7 @@ class RejectReason(enum.StrEnum):
     ROUTING = "ROUTING"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Rejection:
     """A raw record that was not accepted, with the first rule it broke."""
@@ -154,6 +243,7 @@ class Rejection:
     """Human-readable explanation; informational, never compared."""
 
 
+@fast_init
 @dataclass(frozen=True, order=True, slots=True)
 class ConflictRef:
     """A reason reference inside one key: distinct candidates at this revision."""
@@ -339,6 +429,7 @@ class Status(enum.StrEnum):
     BLOCKED = "BLOCKED"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class OutputID:
     """Identity of one derived fact: (namespace, family, stock key, day).
@@ -352,6 +443,14 @@ class OutputID:
     key: StockKey
     day: int | None
     """UTC day as days since 1970-01-01; None for key status."""
+    _hash: int = field(init=False, repr=False, compare=False)
+    """The dataclass hash of the four fields, computed once: output IDs key dictionaries."""
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self) -> tuple[type[OutputID], tuple[str, Family, StockKey, int | None]]:
+        return OutputID, (self.namespace, self.family, self.key, self.day)  # hash recomputed
 
     @property
     def encoded(self) -> str:
@@ -368,6 +467,7 @@ class OutputID:
         }
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Payload:
     """Business content of an envelope; ``present=False`` is a withdrawal.
@@ -405,6 +505,7 @@ class Payload:
         return out
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Cause:
     """Which source record triggered an envelope (attribution, not a dependency graph)."""
@@ -425,6 +526,7 @@ class Cause:
         }
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Envelope:
     """One versioned output message. ``==`` is whole-envelope equality."""
@@ -522,12 +624,14 @@ def _envelope_text(env: Envelope) -> str | None:
     )
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class BalanceRow:
     day: int
     close: int
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class AlertRow:
     day: int

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from amends_core.errors import CommitUnknown
-from amends_core.ledger import Envelope, Record, Rejection
+from amends_core.ledger import Envelope, Record, Rejection, fast_init
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +37,7 @@ class Token:
     epoch: int
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class OutboxRow:
     """One envelope waiting in a partition's outbox, in commit order (``sequence`` from 1)."""

@@ -6,9 +6,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from amends_core import diff, fold
-from amends_core.ledger import Cause, Config, Envelope, Record, Rejection, StockKey
+from amends_core.ledger import Cause, Config, Envelope, Record, Rejection, StockKey, fast_init
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Accepted:
     record: Record
@@ -16,6 +17,7 @@ class Accepted:
     envelopes: tuple[Envelope, ...]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Rejected:
     rejection: Rejection
