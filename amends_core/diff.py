@@ -113,16 +113,27 @@ def reconcile(namespace: str, delta: FoldDelta, latest: Latest, cause: Cause) ->
                 None if c is None else Payload(True, close=c),
                 _BALANCE_STATED, _BALANCE_RETRACTED,
             )
-    before = len(out)
-    _emit(
-        out, latest, cause, OutputID(namespace, _STATUS, key, None), status_payload(delta),
-        _STATUS_STATED, _STATUS_STATED,
-    )
-    if len(out) > before and (out[-1].payload.reasons or unreferenced_bound() > limits.MAX_ENVELOPE_BYTES):
+    oid = OutputID(namespace, _STATUS, key, None)
+    cur = latest(oid)
+    if cur is not None and _same_status(cur.payload, delta):
+        return out
+    env = Envelope(SCHEMA_VERSION, oid, _next_version(cur, oid), _STATUS_STATED, status_payload(delta), cause)
+    out.append(env)
+    if env.payload.reasons or unreferenced_bound() > limits.MAX_ENVELOPE_BYTES:
         # Without references a status envelope is bounded by its identifiers: encoding
         # it only to measure it is needed when the limits allow that bound past the limit.
-        check_size(out[-1])
+        check_size(env)
     return out
+
+
+def _same_status(committed: Payload, delta: FoldDelta) -> bool:
+    """``committed == status_payload(delta)`` without building the payload (most records
+    leave the status as it is): the comparison the dataclass makes, field by field."""
+    reasons = delta.reasons
+    return committed.__class__ is Payload and (
+        committed.present, committed.close, committed.threshold, committed.status,
+        committed.reasons, committed.reason_count,
+    ) == (True, None, None, delta.status, reasons[: limits.MAX_STATUS_REASONS], len(reasons))
 
 
 def _emit(
