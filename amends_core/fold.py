@@ -92,7 +92,23 @@ class Candidate:
     """One distinct canonical assertion and every place it was delivered."""
 
     txn: Transaction
-    sources: list[Coordinates]
+    _where: Coordinates | list[Coordinates]
+    """Where it was delivered: the one place (the usual case, kept without a list) or, once
+    delivered again, every place in delivery order."""
+
+    @property
+    def sources(self) -> list[Coordinates]:
+        """Every place it was delivered, in delivery order (a new list)."""
+        w = self._where
+        return list(w) if isinstance(w, list) else [w]
+
+    def delivered_at(self, coords: Coordinates) -> None:
+        """Record one more delivery of this assertion."""
+        w = self._where
+        if isinstance(w, list):
+            w.append(coords)
+        else:
+            self._where = [w, coords]
 
 
 @dataclass(slots=True)
@@ -100,7 +116,41 @@ class Identity:
     """All revisions seen for one (stock key, txn_id)."""
 
     highest: int
-    revisions: dict[int, list[Candidate]]
+    _groups: list[Candidate] | dict[int, list[Candidate]]
+    """The candidates of the only revision seen so far (which is then ``highest``) or, once
+    another revision arrives, the candidates per revision. Most identities never see a
+    second revision, and a key state keeps every identity of its key's history: a
+    dictionary each cost about 220 bytes per record of history."""
+
+    @property
+    def revisions(self) -> dict[int, list[Candidate]]:
+        """The candidates per revision (a new dictionary of the held lists)."""
+        g = self._groups
+        return {self.highest: g} if isinstance(g, list) else dict(g)
+
+    def candidates(self, revision: int) -> list[Candidate] | None:
+        """The held candidates at ``revision``, or None when that revision was never seen."""
+        g = self._groups
+        if isinstance(g, list):
+            return g if revision == self.highest else None
+        return g.get(revision)
+
+    def candidates_for(self, revision: int) -> list[Candidate]:
+        """The held candidates at ``revision``, an empty held list when it is new (the caller
+        raises ``highest`` when it is higher)."""
+        g = self._groups
+        if isinstance(g, list):
+            if revision == self.highest:
+                return g
+            new: list[Candidate] = []
+            self._groups = {self.highest: g, revision: new}
+            return new
+        return g.setdefault(revision, [])
+
+    def top(self) -> list[Candidate]:
+        """The candidates at the highest revision."""
+        g = self._groups
+        return g if isinstance(g, list) else g[self.highest]
 
 
 Contribution = tuple[int, int]
@@ -109,7 +159,7 @@ Contribution = tuple[int, int]
 
 def _authority(ident: Identity) -> tuple[bool, Contribution | None]:
     """(conflicted, active contribution) at the identity's highest revision."""
-    group = ident.revisions[ident.highest]
+    group = ident.top()
     if len(group) > 1:
         return True, None
     t = group[0].txn
@@ -157,13 +207,13 @@ class KeyState:
         """Install a delta computed by ``apply`` against this very state."""
         ident = self.identities.get(delta.txn.txn_id)
         if ident is None:
-            ident = Identity(delta.txn.revision, {})
+            ident = Identity(delta.txn.revision, [])
             self.identities[delta.txn.txn_id] = ident
-        group = ident.revisions.setdefault(delta.txn.revision, [])
+        group = ident.candidates_for(delta.txn.revision)
         if delta.duplicate_of is None:
-            group.append(Candidate(delta.txn, [delta.coords]))
+            group.append(Candidate(delta.txn, delta.coords))
         else:
-            group[delta.duplicate_of].sources.append(delta.coords)
+            group[delta.duplicate_of].delivered_at(delta.coords)
         ident.highest = max(ident.highest, delta.txn.revision)
         tid = delta.txn.txn_id
         if delta.active_after is None:
@@ -314,7 +364,8 @@ def apply(state: KeyState, txn: Transaction, coords: Coordinates) -> FoldDelta:
     """
     tid = txn.txn_id
     ident = state.identities.get(tid)
-    group = ident.revisions.get(txn.revision, []) if ident is not None else []
+    held = ident.candidates(txn.revision) if ident is not None else None
+    group = held if held is not None else []
     duplicate_of = None
     for idx, cand in enumerate(group):
         if cand.txn.canonical == txn.canonical:
@@ -334,7 +385,7 @@ def apply(state: KeyState, txn: Transaction, coords: Coordinates) -> FoldDelta:
             group_after_size = len(group) + (duplicate_of is None)
             top = group[0].txn if group else txn
         else:
-            top_group = ident.revisions[highest_after]
+            top_group = ident.top()  # highest_after is ident.highest here
             group_after_size = len(top_group)
             top = top_group[0].txn
     conflicted_after = group_after_size > 1

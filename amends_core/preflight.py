@@ -62,7 +62,7 @@ def check_replayed(
         return
     d = out.delta
     ident = state_of(d.key).identities.get(d.txn.txn_id)
-    group = ident.revisions.get(d.txn.revision, []) if ident else []
+    group = (ident.candidates(d.txn.revision) if ident else None) or []
     if d.duplicate_of is None or c not in group[d.duplicate_of].sources:
         msg = f"no matching evidence at {c.partition}/{c.offset}"
         raise ReplayMismatch(msg)

@@ -337,7 +337,8 @@ class ProcessingTx:
                 st = keys[key]
                 if d.duplicate_of is None:
                     ident = st.identities.get(txn.txn_id)
-                    cand = len(ident.revisions.get(txn.revision, ())) if ident is not None else 0
+                    held = ident.candidates(txn.revision) if ident is not None else None
+                    cand = len(held) if held is not None else 0
                 else:
                     cand = d.duplicate_of
                 kid = key_ids[key]

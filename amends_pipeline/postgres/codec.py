@@ -76,16 +76,16 @@ def rebuild_key_state(
         coords = Coordinates(source, part, off)
         ident = idents.get(tid)
         if ident is None:
-            ident = fold.Identity(rev, {})
+            ident = fold.Identity(rev, [])
             idents[tid] = ident
-        group = ident.revisions.setdefault(rev, [])
+        group = ident.candidates_for(rev)
         if cand == len(group):
             txn = Transaction(
                 tid, rev, kind, key, vd * NS_PER_DAY + vn, qty, sd * NS_PER_DAY + sn
             )
-            group.append(fold.Candidate(txn, [coords]))
+            group.append(fold.Candidate(txn, coords))
         elif cand < len(group):
-            group[cand].sources.append(coords)
+            group[cand].delivered_at(coords)
         else:
             msg = f"observation at offset {off} names candidate {cand} of {len(group)}"
             raise ValueError(msg)
@@ -95,7 +95,7 @@ def rebuild_key_state(
         for rev, group in ident.revisions.items():
             if len(group) > 1:
                 st.conflicts.add(ConflictRef(tid, rev))
-        top = ident.revisions[ident.highest]
+        top = ident.top()
         if len(top) > 1:
             st.blocked.add(tid)
         elif top[0].txn.active:
