@@ -116,41 +116,63 @@ class Identity:
     """All revisions seen for one (stock key, txn_id)."""
 
     highest: int
-    _groups: list[Candidate] | dict[int, list[Candidate]]
-    """The candidates of the only revision seen so far (which is then ``highest``) or, once
-    another revision arrives, the candidates per revision. Most identities never see a
-    second revision, and a key state keeps every identity of its key's history: a
-    dictionary each cost about 220 bytes per record of history."""
+    _groups: Candidate | list[Candidate] | dict[int, list[Candidate]]
+    """The one candidate seen so far, the candidates of the only revision seen so far (which
+    is then ``highest``) or, once another revision arrives, the candidates per revision. Most
+    identities never see a second candidate, and a key state keeps every identity of its
+    key's history: a dictionary and a list each cost about 300 bytes per record of history."""
 
     @property
     def revisions(self) -> dict[int, list[Candidate]]:
-        """The candidates per revision (a new dictionary of the held lists)."""
+        """The candidates per revision (a new dictionary; a new list for a single candidate)."""
         g = self._groups
-        return {self.highest: g} if isinstance(g, list) else dict(g)
+        if isinstance(g, dict):
+            return dict(g)
+        return {self.highest: [g] if isinstance(g, Candidate) else g}
 
     def candidates(self, revision: int) -> list[Candidate] | None:
-        """The held candidates at ``revision``, or None when that revision was never seen."""
+        """The candidates at ``revision``, or None when that revision was never seen."""
         g = self._groups
-        if isinstance(g, list):
-            return g if revision == self.highest else None
-        return g.get(revision)
-
-    def candidates_for(self, revision: int) -> list[Candidate]:
-        """The held candidates at ``revision``, an empty held list when it is new (the caller
-        raises ``highest`` when it is higher)."""
-        g = self._groups
-        if isinstance(g, list):
-            if revision == self.highest:
-                return g
-            new: list[Candidate] = []
-            self._groups = {self.highest: g, revision: new}
-            return new
-        return g.setdefault(revision, [])
+        if isinstance(g, dict):
+            return g.get(revision)
+        if revision != self.highest:
+            return None
+        return [g] if isinstance(g, Candidate) else g
 
     def top(self) -> list[Candidate]:
         """The candidates at the highest revision."""
         g = self._groups
+        if isinstance(g, Candidate):
+            return [g]
         return g if isinstance(g, list) else g[self.highest]
+
+    def add_candidate(self, txn: Transaction, coords: Coordinates) -> None:
+        """Hold a new distinct candidate at ``txn.revision``, delivered at ``coords``."""
+        cand = Candidate(txn, coords)
+        revision = txn.revision
+        g = self._groups
+        if isinstance(g, dict):
+            g.setdefault(revision, []).append(cand)
+        elif revision == self.highest:
+            if isinstance(g, Candidate):
+                self._groups = [g, cand]
+            else:
+                g.append(cand)
+        else:
+            self._groups = {self.highest: [g] if isinstance(g, Candidate) else g, revision: [cand]}
+        if revision > self.highest:
+            self.highest = revision
+
+    def add_delivery(self, revision: int, index: int, coords: Coordinates) -> None:
+        """One more delivery of the held candidate ``index`` at ``revision``."""
+        group = self.candidates(revision)
+        assert group is not None
+        group[index].delivered_at(coords)
+
+
+def new_identity(txn: Transaction, coords: Coordinates) -> Identity:
+    """The identity of a first assertion of its txn_id, delivered at ``coords``."""
+    return Identity(txn.revision, Candidate(txn, coords))
 
 
 Contribution = tuple[int, int]
@@ -205,17 +227,15 @@ class KeyState:
 
     def install(self, delta: FoldDelta) -> None:
         """Install a delta computed by ``apply`` against this very state."""
-        ident = self.identities.get(delta.txn.txn_id)
+        txn = delta.txn
+        tid = txn.txn_id
+        ident = self.identities.get(tid)
         if ident is None:
-            ident = Identity(delta.txn.revision, [])
-            self.identities[delta.txn.txn_id] = ident
-        group = ident.candidates_for(delta.txn.revision)
-        if delta.duplicate_of is None:
-            group.append(Candidate(delta.txn, delta.coords))
+            self.identities[tid] = new_identity(txn, delta.coords)
+        elif delta.duplicate_of is None:
+            ident.add_candidate(txn, delta.coords)
         else:
-            group[delta.duplicate_of].delivered_at(delta.coords)
-        ident.highest = max(ident.highest, delta.txn.revision)
-        tid = delta.txn.txn_id
+            ident.add_delivery(txn.revision, delta.duplicate_of, delta.coords)
         if delta.active_after is None:
             self.active.pop(tid, None)
         else:

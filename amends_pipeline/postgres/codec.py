@@ -75,22 +75,21 @@ def rebuild_key_state(
     for off, tid, rev, cand, kind, vd, vn, qty, sd, sn in observations:
         coords = Coordinates(source, part, off)
         ident = idents.get(tid)
-        if ident is None:
-            ident = fold.Identity(rev, [])
-            idents[tid] = ident
-        group = ident.candidates_for(rev)
-        if cand == len(group):
+        held = ident.candidates(rev) if ident is not None else None
+        n = 0 if held is None else len(held)
+        if cand == n:
             txn = Transaction(
                 tid, rev, kind, key, vd * NS_PER_DAY + vn, qty, sd * NS_PER_DAY + sn
             )
-            group.append(fold.Candidate(txn, coords))
-        elif cand < len(group):
-            group[cand].delivered_at(coords)
+            if ident is None:
+                idents[tid] = fold.new_identity(txn, coords)
+            else:
+                ident.add_candidate(txn, coords)
+        elif ident is not None and cand < n:
+            ident.add_delivery(rev, cand, coords)
         else:
-            msg = f"observation at offset {off} names candidate {cand} of {len(group)}"
+            msg = f"observation at offset {off} names candidate {cand} of {n}"
             raise ValueError(msg)
-        if rev > ident.highest:
-            ident.highest = rev
     for tid, ident in idents.items():
         for rev, group in ident.revisions.items():
             if len(group) > 1:
