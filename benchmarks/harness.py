@@ -116,7 +116,8 @@ def write_report(
     ]
     lines += [
         f"Group{'s' if len(u['groups']) > 1 else ''} {', '.join(repr(g) for g in u['groups'])}:"
-        f" from a later run started {u['started']} on the same machine (`{u['command']}`)."
+        f" from {'an earlier' if u.get('earlier') else 'a later'} run started {u['started']} on the same"
+        f" machine (`{u['command']}`)."
         for u in updates
     ]
     lines += [
@@ -173,6 +174,26 @@ def merge_report(
     updates = [u for u in doc.get("updates", []) if not set(u["groups"]) <= set(groups)]
     updates.append({"started": started, "groups": groups, "command": command})
     return merged, doc["started"], updates
+
+
+def carried_over(json_path: Path, groups: Sequence[str]) -> tuple[list[Figure], list[dict[str, Any]]]:
+    """The figures of ``groups`` in an existing report and when and how they were measured.
+
+    A default run measures no opt-in suite: it keeps their figures from the
+    report it replaces instead of dropping them. Returns (figures, updates)
+    for ``write_report``; nothing when the report has none of them.
+    """
+    doc = json.loads(json_path.read_text())
+    kept = [Figure(**f) for f in doc["figures"] if f["group"] in groups]
+    if not kept:
+        return [], []
+    found = list(dict.fromkeys(f.group for f in kept))
+    measured = [u for u in doc.get("updates", []) if set(u["groups"]) & set(found)]
+    covered = {g for u in measured for g in u["groups"]}
+    rest = [g for g in found if g not in covered]
+    if rest:  # measured by the report's own run
+        measured.append({"started": doc["started"], "groups": rest, "command": "amends bench"})
+    return kept, [{**u, "groups": [g for g in u["groups"] if g in found], "earlier": True} for u in measured]
 
 
 class RoleProcesses:

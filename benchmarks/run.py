@@ -16,7 +16,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from amends_pipeline.commands import bench as bench_command
-from benchmarks.harness import Figure, baseline_tree, merge_report, write_report
+from benchmarks.harness import Figure, baseline_tree, carried_over, merge_report, write_report
 
 ROOT = Path(__file__).resolve().parents[1]
 Suite = Callable[[argparse.Namespace], list[Figure]]
@@ -115,6 +115,8 @@ SUITES: dict[str, Suite] = {
 }
 OPT_IN: dict[str, Suite] = {"verify-memory": _verify_memory}
 """Long suites that run only when named with --only (never in the default run)."""
+OPT_IN_GROUPS = ("verify memory",)
+"""The report groups of the opt-in suites: a default run keeps them from the report it replaces."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -145,7 +147,8 @@ def execute(a: argparse.Namespace) -> int:
         merged, base, updates = merge_report(js, figures, started, command)
         write_report(merged, out, js, base, updates)
     else:
-        write_report(figures, out, js, started)
+        kept, updates = carried_over(js, OPT_IN_GROUPS) if js.exists() else ([], [])
+        write_report(figures + kept, out, js, started, updates)
     print(f"{len(figures)} figures in {time.perf_counter() - t0:.0f}s -> {out}", file=sys.stderr)
     return 0
 

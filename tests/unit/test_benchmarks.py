@@ -98,3 +98,22 @@ def test_the_generated_history_never_redelivers_before_a_live_record_exists() ->
 
     cfg, by_partition = generate(20_000, keys=5_000, partitions=4, days=1, seed=1)
     assert sum(len(v) for v in by_partition.values()) >= 20_000 and len(cfg.keys) == 5_000
+
+
+def test_a_default_run_keeps_the_opt_in_suites_figures_with_when_they_were_measured(tmp_path: Path) -> None:
+    from benchmarks import verify_memory_bench
+    from benchmarks.harness import Figure, carried_over, write_report
+    from benchmarks.run import OPT_IN_GROUPS
+
+    assert OPT_IN_GROUPS == (verify_memory_bench.GROUP,)
+    js, md = tmp_path / "b.json", tmp_path / "b.md"
+    old = [Figure("core", "a", 1, 1, 1, "x", "c", 1), Figure("verify memory", "peak", 5, 5, 5, "MiB", "c", 1)]
+    updates = [{"started": "2026-02-02 00:00 UTC", "groups": ["verify memory"], "command": "amends bench --only verify-memory"}]
+    write_report(old, md, js, "2026-01-01 00:00 UTC", updates)
+    kept, measured = carried_over(js, OPT_IN_GROUPS)
+    assert [f.name for f in kept] == ["peak"]
+    assert measured == [{**updates[0], "earlier": True}]
+    write_report([Figure("core", "a", 2, 2, 2, "x", "c", 1), *kept], md, js, "2026-03-03 00:00 UTC", measured)
+    text = md.read_text()
+    assert "from an earlier run started 2026-02-02 00:00 UTC" in text and "| verify memory | peak | 5.00 |" in text
+    assert carried_over(js, ("no such group",)) == ([], [])
