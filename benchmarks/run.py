@@ -144,6 +144,10 @@ def execute(a: argparse.Namespace) -> int:
     js = out.with_suffix(".json")
     if a.only and js.exists():
         command = "amends bench" + " --tiny" * a.tiny + "".join(f" --only {n}" for n in names)
+        if a.baseline_ref is not None:
+            command += f" --baseline-ref {a.baseline_ref}"
+        elif a.baseline_checkout is not None:
+            command += " --baseline-checkout PATH"
         merged, base, updates = merge_report(js, figures, started, command)
         write_report(merged, out, js, base, updates)
     else:
