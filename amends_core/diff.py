@@ -15,11 +15,13 @@ from amends_core.ledger import (
     INT64_MAX,
     SCHEMA_VERSION,
     Cause,
+    ConflictRef,
     Envelope,
     Family,
     MessageType,
     OutputID,
     Payload,
+    Status,
 )
 
 Latest = Callable[[OutputID], Envelope | None]
@@ -40,14 +42,16 @@ class EnvelopeTooLarge(OutputOperationError):
     """An envelope would exceed ``limits.MAX_ENVELOPE_BYTES`` (a defect: limits forbid it)."""
 
 
+def _status_fields(delta: FoldDelta) -> tuple[bool, None, None, Status, tuple[ConflictRef, ...], int]:
+    """The key-status payload's fields in ``Payload``'s order: present, close, threshold,
+    status, the first ``MAX_STATUS_REASONS`` references and their total."""
+    reasons = delta.reasons
+    return True, None, None, delta.status, reasons[: limits.MAX_STATUS_REASONS], len(reasons)
+
+
 def status_payload(delta: FoldDelta) -> Payload:
     """The key-status payload: the first ``MAX_STATUS_REASONS`` references and their total."""
-    return Payload(
-        True,
-        status=delta.status,
-        reasons=delta.reasons[: limits.MAX_STATUS_REASONS],
-        reason_count=len(delta.reasons),
-    )
+    return Payload(*_status_fields(delta))
 
 
 def check_size(env: Envelope) -> None:
@@ -129,11 +133,10 @@ def reconcile(namespace: str, delta: FoldDelta, latest: Latest, cause: Cause) ->
 def _same_status(committed: Payload, delta: FoldDelta) -> bool:
     """``committed == status_payload(delta)`` without building the payload (most records
     leave the status as it is): the comparison the dataclass makes, field by field."""
-    reasons = delta.reasons
     return committed.__class__ is Payload and (
         committed.present, committed.close, committed.threshold, committed.status,
         committed.reasons, committed.reason_count,
-    ) == (True, None, None, delta.status, reasons[: limits.MAX_STATUS_REASONS], len(reasons))
+    ) == _status_fields(delta)
 
 
 def _emit(
