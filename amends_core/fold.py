@@ -92,14 +92,17 @@ class Candidate:
     """One distinct canonical assertion and every place it was delivered."""
 
     txn: Transaction
-    _where: Coordinates | list[Coordinates]
+    _where: Coordinates | list[Coordinates] | None
     """Where it was delivered: the one place (the usual case, kept without a list) or, once
-    delivered again, every place in delivery order."""
+    delivered again, every place in delivery order; None in a compact key state, which
+    leaves the places to the store's durable evidence."""
 
     @property
     def sources(self) -> list[Coordinates]:
-        """Every place it was delivered, in delivery order (a new list)."""
+        """Every place it was delivered, in delivery order (a new list; empty when not held)."""
         w = self._where
+        if w is None:
+            return []
         return list(w) if isinstance(w, list) else [w]
 
     def delivered_at(self, coords: Coordinates) -> None:
@@ -107,7 +110,7 @@ class Candidate:
         w = self._where
         if isinstance(w, list):
             w.append(coords)
-        else:
+        elif w is not None:
             self._where = [w, coords]
 
 
@@ -121,6 +124,9 @@ class Identity:
     is then ``highest``) or, once another revision arrives, the candidates per revision. Most
     identities never see a second candidate, and a key state keeps every identity of its
     key's history: a dictionary and a list each cost about 300 bytes per record of history."""
+    dropped_below: int = 0
+    """Revisions below this one may have candidates that are not held here (a compact key
+    state keeps only the highest revision's); 0 when every revision seen is held."""
 
     @property
     def revisions(self) -> dict[int, list[Candidate]]:
@@ -146,8 +152,9 @@ class Identity:
             return [g]
         return g if isinstance(g, list) else g[self.highest]
 
-    def add_candidate(self, txn: Transaction, coords: Coordinates) -> None:
-        """Hold a new distinct candidate at ``txn.revision``, delivered at ``coords``."""
+    def add_candidate(self, txn: Transaction, coords: Coordinates | None) -> None:
+        """Hold a new distinct candidate at ``txn.revision``, delivered at ``coords`` (None:
+        the place is not held)."""
         cand = Candidate(txn, coords)
         revision = txn.revision
         g = self._groups
@@ -168,6 +175,50 @@ class Identity:
         group = self.candidates(revision)
         assert group is not None
         group[index].delivered_at(coords)
+
+    def compact(self) -> None:
+        """Keep only what deciding the next assertion needs: the highest revision's candidates,
+        without the places they were delivered. Lower revisions' candidates are dropped (a
+        store that compacts keeps them durably and restores them with ``restore``)."""
+        g = self._groups
+        if isinstance(g, dict):
+            top = g[self.highest]
+            self._groups = top[0] if len(top) == 1 else top
+            self.dropped_below = self.highest
+            g = self._groups
+        for cand in [g] if isinstance(g, Candidate) else g:
+            cand._where = None
+
+    def restore(self, lower: dict[int, list[Candidate]]) -> None:
+        """Hold again the candidates of every revision below ``dropped_below`` (all of them,
+        from the store's durable evidence), so that any revision can be decided."""
+        groups = self.revisions
+        for rev, group in lower.items():
+            if rev >= self.dropped_below or rev in groups:
+                msg = f"revision {rev} of {self.top()[0].txn.txn_id!r} is already held"
+                raise ValueError(msg)
+            groups[rev] = group
+        self._groups = groups if len(groups) > 1 else groups[self.highest]
+        if isinstance(self._groups, list) and len(self._groups) == 1:
+            self._groups = self._groups[0]
+        self.dropped_below = 0
+
+
+class EvidenceNotHeld(LookupError):
+    """An assertion names a revision whose candidates a compact key state no longer holds.
+
+    Not an error of the input: the store restores the identity's lower revisions
+    (``Identity.restore``) from its durable evidence and decides the record again.
+    """
+
+    def __init__(self, key: StockKey, txn_id: str, revision: int, below: int) -> None:
+        super().__init__(
+            f"{key}: revision {revision} of {txn_id!r} is below {below}, the lowest held"
+        )
+        self.key = key
+        self.txn_id = txn_id
+        self.revision = revision
+        self.below = below
 
 
 def new_identity(txn: Transaction, coords: Coordinates) -> Identity:
@@ -211,6 +262,9 @@ class KeyState:
     reasons: tuple[ConflictRef, ...] = ()
     """Every current conflict reference, sorted (projections and envelopes carry the first
     ``limits.MAX_STATUS_REASONS``)."""
+    compact: bool = False
+    """Keep only the evidence deciding needs (``Identity.compact`` after every install): a
+    store that holds the rest durably bounds its memory by the live state, not the history."""
 
     @property
     def key(self) -> StockKey:
@@ -230,7 +284,14 @@ class KeyState:
         txn = delta.txn
         tid = txn.txn_id
         ident = self.identities.get(tid)
-        if ident is None:
+        if self.compact:
+            if ident is None:
+                self.identities[tid] = Identity(txn.revision, Candidate(txn, None))
+            else:
+                if delta.duplicate_of is None:
+                    ident.add_candidate(txn, None)
+                ident.compact()
+        elif ident is None:
             self.identities[tid] = new_identity(txn, delta.coords)
         elif delta.duplicate_of is None:
             ident.add_candidate(txn, delta.coords)
@@ -380,10 +441,13 @@ def _full_refold(state: KeyState, active: dict[str, Contribution]) -> Repair:
 def apply(state: KeyState, txn: Transaction, coords: Coordinates) -> FoldDelta:
     """Fold one validated assertion into a key without modifying ``state``.
 
-    Raises CloseOutOfRange when a repaired daily close leaves signed 64-bit.
+    Raises CloseOutOfRange when a repaired daily close leaves signed 64-bit, and
+    EvidenceNotHeld when ``state`` is compact and the assertion's revision was dropped.
     """
     tid = txn.txn_id
     ident = state.identities.get(tid)
+    if ident is not None and txn.revision < ident.dropped_below:
+        raise EvidenceNotHeld(state.key, tid, txn.revision, ident.dropped_below)
     held = ident.candidates(txn.revision) if ident is not None else None
     group = held if held is not None else []
     duplicate_of = None

@@ -13,13 +13,14 @@ import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import psycopg
 
 from amends_core import diff, fence, fold, process, wire
 from amends_core.errors import SourceMismatch
 from amends_core.fence import check_coordinates
+from amends_core.fold import EvidenceNotHeld
 from amends_core.ledger import (
     INT64_MAX,
     CloseOutOfRange,
@@ -39,6 +40,7 @@ from amends_pipeline.postgres.sql import (
     ADVANCE,
     CREATE_STAGING,
     INSERT_QUARANTINE,
+    LOAD_IDENTITY_BELOW,
     LOCK_PARTITION,
     MEASURE,
     OBSERVATIONS,
@@ -110,6 +112,20 @@ class BatchState:
         self.caches.pop(partition, None)
 
 
+class LoadKeys(Protocol):
+    """Read evidence, days and outputs of ``keys`` into ``cache`` (one query per table);
+    ``compact`` builds compact key states (``KeyState.compact``)."""
+
+    def __call__(
+        self,
+        conn: psycopg.Connection[Any],
+        cache: KeyCache,
+        keys: Collection[StockKey],
+        *,
+        compact: bool = False,
+    ) -> None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class BatchContext:
     """What a processing transaction needs of its store; ``PgStore`` builds one at construction."""
@@ -126,7 +142,7 @@ class BatchContext:
     """The store's operation label (``db.label`` naming the namespace)."""
     check_partition: Callable[[int], None]
     """SourceMismatch unless the partition is configured."""
-    load_keys: Callable[[psycopg.Connection[Any], KeyCache, Collection[StockKey]], None]
+    load_keys: LoadKeys
     """Read evidence, days and outputs of keys into a cache (one query per table)."""
 
     def transport_key(self, raw: bytes | None) -> StockKey | None:
@@ -271,10 +287,26 @@ class ProcessingTx:
         return st
 
     def _load(self, keys: Collection[StockKey]) -> None:
+        # A kept cache holds compact key states: memory follows the live state, while
+        # lower revisions' candidates and delivery places stay in ``observations``.
         try:
-            self.ctx.load_keys(self._conn, self._cache, keys)
+            self.ctx.load_keys(self._conn, self._cache, keys, compact=self.ctx.state.cache)
         except psycopg.Error as e:
             raise translate(e, self._label) from e
+
+    def _restore(self, e: EvidenceNotHeld) -> None:
+        """Hold again the lower revisions of ``e``'s identity: its committed observations
+        and this batch's own (not written yet), in offset order."""
+        kid = self.ctx.key_ids[e.key]
+        try:
+            rows = self._conn.execute(LOAD_IDENTITY_BELOW, (kid, e.txn_id, e.below)).fetchall()
+        except psycopg.Error as err:
+            raise translate(err, self._label) from err
+        rows += [r[1:] for r in self._obs if r[0] == kid and r[2] == e.txn_id and r[3] < e.below]
+        lower = codec.lower_revisions(
+            e.key, self.ctx.cfg.source_incarnation, self.partition, rows
+        )
+        self._cache.keys[e.key].identities[e.txn_id].restore(lower)
 
     def apply(self, records: Iterable[Record]) -> None:
         """Validate, fold and reconcile records in offset order into this transaction."""
@@ -317,7 +349,11 @@ class ProcessingTx:
             c = r.coords
             check_coordinates(r, source=src, partition=p, frontier=self.next)
             try:
-                out = decide(cfg, r, state_of, latest)
+                try:
+                    out = decide(cfg, r, state_of, latest)
+                except EvidenceNotHeld as dropped:
+                    self._restore(dropped)
+                    out = decide(cfg, r, state_of, latest)
             except (CloseOutOfRange, diff.OutputOperationError) as e:
                 msg = (
                     f"record {p}/{c.offset}: {e}; nothing of this batch was committed."

@@ -35,6 +35,7 @@ from amends_core.ledger import (
     OutputID,
     Payload,
     Status,
+    StockKey,
     Transaction,
     compact_json,
 )
@@ -61,20 +62,30 @@ def rebuild_key_state(
     source: str,
     observations: Iterable[tuple[Any, ...]],
     days: Iterable[tuple[Any, ...]],
+    *,
+    compact: bool = False,
 ) -> fold.KeyState:
     """A KeyState equal to the one the installs produced, from stored rows.
 
     ``observations``: (offset, txn_id, revision, candidate, kind, valid_day,
     valid_nod, qty, source_day, source_nod) in offset order.
     ``days``: (day, total, active_count, close, alert) in day order.
+    ``compact``: build the compact state (``KeyState.compact``) the installs of a compact
+    state produce: per identity only the highest revision's candidates, no delivery places.
     """
     st = fold.new_key_state(kc)
+    st.compact = compact
     key = kc.key
     part = kc.partition
     idents = st.identities
+    conflicts = st.conflicts
     for off, tid, rev, cand, kind, vd, vn, qty, sd, sn in observations:
-        coords = Coordinates(source, part, off)
+        if cand > 0:  # a second distinct candidate at a revision: a conflict there
+            conflicts.add(ConflictRef(tid, rev))
         ident = idents.get(tid)
+        if ident is not None and rev < ident.dropped_below:
+            continue  # compact: a lower revision, no longer held
+        coords = None if compact else Coordinates(source, part, off)
         held = ident.candidates(rev) if ident is not None else None
         n = 0 if held is None else len(held)
         if cand == n:
@@ -82,18 +93,18 @@ def rebuild_key_state(
                 tid, rev, kind, key, vd * NS_PER_DAY + vn, qty, sd * NS_PER_DAY + sn
             )
             if ident is None:
-                idents[tid] = fold.new_identity(txn, coords)
+                idents[tid] = fold.Identity(rev, fold.Candidate(txn, coords))
             else:
                 ident.add_candidate(txn, coords)
         elif ident is not None and cand < n:
-            ident.add_delivery(rev, cand, coords)
+            if coords is not None:
+                ident.add_delivery(rev, cand, coords)
         else:
             msg = f"observation at offset {off} names candidate {cand} of {n}"
             raise ValueError(msg)
+        if compact:
+            idents[tid].compact()
     for tid, ident in idents.items():
-        for rev, group in ident.revisions.items():
-            if len(group) > 1:
-                st.conflicts.add(ConflictRef(tid, rev))
         top = ident.top()
         if len(top) > 1:
             st.blocked.add(tid)
@@ -113,6 +124,29 @@ def rebuild_key_state(
         if alert:
             st.alerts[day] = AlertRow(day, thr, close)
     return st
+
+
+def lower_revisions(
+    key: StockKey, source: str, partition: int, observations: Iterable[tuple[Any, ...]]
+) -> dict[int, list[fold.Candidate]]:
+    """The candidates (with every place delivered) per revision, from one identity's
+    ``observations`` rows (same columns as ``rebuild_key_state``'s, in offset order):
+    what ``Identity.restore`` takes back into a compact key state."""
+    groups: dict[int, list[fold.Candidate]] = {}
+    for off, tid, rev, cand, kind, vd, vn, qty, sd, sn in observations:
+        coords = Coordinates(source, partition, off)
+        group = groups.setdefault(rev, [])
+        if cand == len(group):
+            txn = Transaction(
+                tid, rev, kind, key, vd * NS_PER_DAY + vn, qty, sd * NS_PER_DAY + sn
+            )
+            group.append(fold.Candidate(txn, coords))
+        elif cand < len(group):
+            group[cand].delivered_at(coords)
+        else:
+            msg = f"observation at offset {off} names candidate {cand} of {len(group)}"
+            raise ValueError(msg)
+    return groups
 
 
 def day_rows(key_id: int, st: fold.KeyState, start: int) -> list[tuple[Any, ...]]:

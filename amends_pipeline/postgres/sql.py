@@ -48,6 +48,12 @@ SELECT key_id, src_offset, txn_id, revision, candidate, kind, valid_day, valid_n
        source_day, source_nod
 FROM observations WHERE key_id = ANY(%s) ORDER BY key_id, src_offset
 """
+LOAD_IDENTITY_BELOW = """
+SELECT src_offset, txn_id, revision, candidate, kind, valid_day, valid_nod, qty,
+       source_day, source_nod
+FROM observations WHERE key_id = %s AND txn_id = %s AND revision < %s ORDER BY src_offset
+"""
+"""One identity's observations below a revision: what a compact key state restores."""
 LOAD_DAYS = """
 SELECT key_id, day, total, active_count, close, alert
 FROM key_days WHERE key_id = ANY(%s) ORDER BY key_id, day

@@ -568,9 +568,15 @@ class PgStore:
     # ------------------------------------------------------------ key state
 
     def _load_keys(
-        self, conn: psycopg.Connection[Any], cache: KeyCache, keys: Collection[StockKey]
+        self,
+        conn: psycopg.Connection[Any],
+        cache: KeyCache,
+        keys: Collection[StockKey],
+        *,
+        compact: bool = False,
     ) -> None:
-        """Read evidence, days and outputs of ``keys`` (one query per table)."""
+        """Read evidence, days and outputs of ``keys`` (one query per table); ``compact``
+        builds compact key states (the processing cache's)."""
         ids = sorted(self.key_ids[k] for k in keys)
         obs = conn.execute(LOAD_OBSERVATIONS, (ids,)).fetchall()
         days = conn.execute(LOAD_DAYS, (ids,)).fetchall()
@@ -581,7 +587,7 @@ class PgStore:
         for kid in ids:
             kc = self._kc_by_id[kid]
             cache.keys[kc.key] = codec.rebuild_key_state(
-                kc, src, obs_by.get(kid, ()), days_by.get(kid, ())
+                kc, src, obs_by.get(kid, ()), days_by.get(kid, ()), compact=compact
             )
         ns = self.cfg.namespace
         for r in outs:

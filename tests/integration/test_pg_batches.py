@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from amends_core.ledger import INT64_MAX, CloseOutOfRange
+from amends_core.ledger import INT64_MAX, CloseOutOfRange, ConflictRef
 from amends_pipeline.postgres.errors import BatchAborted
 from amends_pipeline.postgres.store import PgStore
 from tests import builders as b
@@ -78,9 +78,9 @@ def test_key_state_is_read_once_for_a_cold_batch_and_not_at_all_when_warm(open_s
     loads: list[int] = []
     real = PgStore._load_keys
 
-    def counting(self, conn, cache, keys):
+    def counting(self, conn, cache, keys, **kw):
         loads.append(len(keys))
-        return real(self, conn, cache, keys)
+        return real(self, conn, cache, keys, **kw)
 
     monkeypatch.setattr(PgStore, "_load_keys", counting)
     store = open_store(cfg)
@@ -121,6 +121,48 @@ def test_cold_and_warm_stores_build_identical_state(open_store):
     assert [e.envelope.replace(b'"test-ns"', b'"cold"') for e in w.outbox[0]] == [
         e.envelope for e in c.outbox[0]
     ]
+
+
+def test_the_kept_cache_is_compact_and_restores_dropped_revisions_from_the_table(open_store):
+    """The worker's cache keeps only each identity's highest revision, without delivery
+    places. Stale arrivals at dropped revisions (committed earlier, or earlier in the same
+    batch) are decided from the observations table: the same evidence, conflicts and
+    outputs as a store that keeps everything in memory (``cache=False``)."""
+    cfg = b.config([(b.K1, 100, 60, 0)])
+    recs = b.records([
+        b.txn("A", 1, qty=-50, valid=b.day(1)),
+        b.txn("A", 2, "AMEND", qty=-30, valid=b.day(3)),
+        # next batch: stale arrivals at A's dropped revision 1
+        b.txn("A", 1, qty=-50, valid=b.day(1)),  # a duplicate of it
+        b.txn("A", 1, qty=-51, valid=b.day(1)),  # a historical conflict with it
+        b.txn("B", 1, qty=-5, valid=b.day(2)),
+        b.txn("B", 3, "AMEND", qty=-6, valid=b.day(2)),
+        b.txn("B", 1, qty=-7, valid=b.day(2)),  # conflicts with B 1, dropped in this batch
+        b.txn("A", 1, qty=-51, valid=b.day(1)),  # a duplicate of the conflicting candidate
+    ])
+    warm = open_store(cfg)
+    tok = warm.claim(0)
+    warm.process(tok, 0, recs[:2])
+    warm.process(tok, 2, recs[2:])
+    cold = open_store(cfg.with_namespace("cold"), cache=False)
+    tok2 = cold.claim(0)
+    cold.process(tok2, 0, recs[:2])
+    cold.process(tok2, 2, recs[2:])
+    cached = warm._batches.caches[0].keys[b.K1]
+    assert cached.compact
+    assert {t: i.dropped_below for t, i in cached.identities.items()} == {"A": 2, "B": 3}
+    assert all(
+        c.sources == [] for i in cached.identities.values() for c in i.revisions[i.highest]
+    )
+    assert cached.conflicts == {ConflictRef("A", 1), ConflictRef("B", 1)}
+    w, c = warm.snapshot(), cold.snapshot()
+    assert w.keys == c.keys
+    a1 = w.keys[b.K1].identities["A"].revisions[1]
+    assert [[s.offset for s in x.sources] for x in a1] == [[0, 2], [3, 7]]
+    assert [e.envelope.replace(b'"test-ns"', b'"cold"') for e in w.outbox[0]] == [
+        e.envelope for e in c.outbox[0]
+    ]
+    assert w.conflicts() == c.conflicts() and len(w.conflicts()) == 2
 
 
 def test_an_empty_batch_checks_the_fence_and_changes_nothing(open_store, admin):
