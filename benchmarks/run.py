@@ -48,7 +48,7 @@ def _worker_memory(a: argparse.Namespace) -> list[Figure]:
     from benchmarks import worker_memory_bench as b
 
     if a.tiny:
-        return b.run(keys=2_000, history=(5_000, 10_000), history_keys=50)
+        return b.run(keys=2_000, history=(5_000, 10_000), history_keys=50, revisions=(2_000, 4_000))
     return b.run()
 
 
