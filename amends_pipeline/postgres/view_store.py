@@ -217,20 +217,21 @@ class PgViewStore:
             if expect is not None and start != expect:
                 return []  # read before the frontier moved (a rebuild, another applier)
             inputs: list[bytes | Envelope] = []
-            ids: set[str] = set()
+            ids: dict[OutputID, str] = {}  # each output ID of the batch, encoded once for lookup and upsert
             for _, raw in recs:
                 dec = wire.decode_envelope(raw)
                 if isinstance(dec, wire.DecodeError):
                     inputs.append(raw)  # decide() reports the decode error itself
                 else:
                     inputs.append(dec)
-                    ids.add(dec.output_id.encoded)
+                    if dec.output_id not in ids:
+                        ids[dec.output_id] = dec.output_id.encoded
             vs = ViewState(self.cfg)
             vs.frontiers[partition] = start
             if stopped is not None:
                 vs.stopped[partition] = stopped
             if ids and stopped is None:
-                for (raw_env,) in conn.execute(_LOOKUP_ROWS, (sorted(ids), self.ns_id)):
+                for (raw_env,) in conn.execute(_LOOKUP_ROWS, (sorted(ids.values()), self.ns_id)):
                     env = wire.decode_envelope(bytes(raw_env))
                     if isinstance(env, wire.DecodeError):
                         msg = f"stored view row is not a valid envelope: {env.message}"
@@ -247,7 +248,7 @@ class PgViewStore:
                 elif d.effect is Effect.PROTOCOL_ERROR:
                     stop = (off, raw)
             if stored:
-                self._write_rows(conn, partition, vs, stored)
+                self._write_rows(conn, partition, vs, stored, ids)
             if end is not None and partition not in vs.stopped:
                 # every record of [start, end) was seen: a gap at the end is no reason to re-read
                 vs.frontiers[partition] = max(vs.frontier(partition), end)
@@ -306,6 +307,7 @@ class PgViewStore:
         partition: int,
         vs: ViewState,
         stored: dict[OutputID, tuple[int, bytes]],
+        encoded: dict[OutputID, str],
     ) -> None:
         cols: list[list[Any]] = [[] for _ in range(10)]
         for oid, (off, raw) in stored.items():
@@ -313,7 +315,7 @@ class PgViewStore:
             for col, v in zip(
                 cols,
                 (
-                    oid.encoded,
+                    encoded.get(oid) or oid.encoded,
                     partition,
                     oid.family.value,
                     oid.key.item,
