@@ -53,6 +53,7 @@ from amends_pipeline.kafka.realbroker import KAFKA_VERSION, RealBroker
 from amends_pipeline.kafka.topics import Writer
 from amends_pipeline.postgres.connection import dsn_from_env
 from amends_pipeline.postgres.migrate import scratch_schema
+from amends_pipeline.roles.steps import BATCH_SIZE
 from benchmarks.harness import Figure, RoleProcesses, figure, in_tree_env
 
 AMENDS = str(Path(sys.executable).with_name("amends"))
@@ -73,7 +74,8 @@ BROKER_TEXT = {
         " (C1 JIT only, SerialGC, 512 MiB heap)"
     ),
 }
-BATCH = 1000
+BATCH: int | None = None
+"""``--batch-size`` of the roles; None: each tree's roles run with their own default."""
 MOCK_PARTITION_BYTES = 5 * 1024 * 1024
 """The mock cluster keeps at most about this much per partition and drops older records."""
 GROUP = "end to end"
@@ -86,6 +88,14 @@ def value(i: int) -> bytes:
         "valid_time": timefmt.format_instant(ORIGIN + i * timefmt.NS_PER_DAY), "qty": -1,
         "source_time": "2000-01-01T00:00:00Z",
     }, separators=(",", ":")).encode()
+
+
+def _batch_text(*, before: bool = False) -> str:
+    if BATCH is not None:
+        return f"batch size {BATCH:,}"
+    if before:
+        return "the baseline roles' own default batch size (1,000 in every commit before 5,000 became the default)"
+    return f"the roles' default largest batch ({BATCH_SIZE:,}; a step takes what is there up to it)"
 
 
 def percentile(xs: list[float], q: float) -> float:
@@ -308,7 +318,7 @@ def figures(got: dict[str, list[Measured]], samples: int, bulk: int, warmup: int
         out.append(figure(
             GROUP, f"bulk records through worker, relay and view ({kind} broker)",
             [bulk / m.view_s for m in ms], "records/s",
-            f"{bulk:,} new records produced at once (one new balance each), batch size {BATCH:,},"
+            f"{bulk:,} new records produced at once (one new balance each), {_batch_text()},"
             f" first produce to last row visible, {BROKER_TEXT[kind]}",
             worker_rps=statistics.median(bulk / m.worker_s for m in ms),
             relay_rps=statistics.median(bulk / m.relay_s for m in ms),
@@ -353,7 +363,7 @@ def before_after(
             ))
         out.append(figure(
             GROUP, f"bulk records through worker, relay and view ({kind} broker), before",
-            [bulk / m.view_s for m in old], "records/s", f"{bulk:,} new records, batch size {BATCH:,}; {cond}",
+            [bulk / m.view_s for m in old], "records/s", f"{bulk:,} new records, {_batch_text(before=True)}; {cond}",
             worker_rps=statistics.median(bulk / m.worker_s for m in old),
             relay_rps=statistics.median(bulk / m.relay_s for m in old),
         ))

@@ -200,14 +200,16 @@ class RoleProcesses:
     """The three long-running roles (``amends role worker|relay|view``) as processes of a
     benchmark, stderr to one log file each."""
 
-    def __init__(self, env: dict[str, str], cfg: Path, tmp: Path, batch: int) -> None:
+    def __init__(self, env: dict[str, str], cfg: Path, tmp: Path, batch: int | None) -> None:
+        """``batch``: ``--batch-size`` of every role; None runs them with their own default."""
         amends = str(Path(sys.executable).with_name("amends"))
         self.logs = {r: tmp / f"{r}.log" for r in ("worker", "relay", "view")}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        size = [] if batch is None else ["--batch-size", str(batch)]
         for r, path in self.logs.items():
             with open(path, "wb") as err:
                 self.procs[r] = subprocess.Popen(
-                    [amends, "role", r, "--config", str(cfg), "--quiet", "--batch-size", str(batch)],
+                    [amends, "role", r, "--config", str(cfg), "--quiet", *size],
                     env=env, stdout=subprocess.DEVNULL, stderr=err,
                 )
 

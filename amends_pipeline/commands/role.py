@@ -11,7 +11,7 @@ from amends_pipeline.errors import UsageError
 from amends_pipeline.postgres.connection import wait_available
 from amends_pipeline.roles import collector
 from amends_pipeline.roles.loop import FALLBACK_POLL, Stop, run_loop
-from amends_pipeline.roles.steps import ROLES, open_role
+from amends_pipeline.roles.steps import BATCH_SIZE, ROLES, open_role
 from amends_pipeline.runtime import Runtime
 
 
@@ -37,7 +37,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--partition", type=int, action="append", metavar="P",
         help="partitions to serve (repeatable); default: all",
     )
-    p.add_argument("--batch-size", type=int, default=1000)
+    p.add_argument(
+        "--batch-size", type=int, default=BATCH_SIZE, metavar="N",
+        help="largest batch in records: a step takes what is already there up to N and never"
+        f" waits for a batch to fill (default {BATCH_SIZE})",
+    )
     p.add_argument("--until-idle", action="store_true", help="exit 0 once no work is left")
     p.add_argument(
         "--fallback-poll", type=float, default=FALLBACK_POLL, metavar="S",
