@@ -320,9 +320,9 @@ _TS_NUMBERS = ("y", "mo", "d", "h", "mi", "s", "oh", "om")
 def _calendar_stages(p: str) -> list[list[pl.Expr]]:
     """Stages turning the numeric parts ``_{p}_y`` ... into ``_{p}_ok`` and ``_{p}_seconds``.
 
-    Shared by both readers of the parts (general grammar and the canonical
-    layout's UTC form), so an instant gets the same checks and arithmetic on
-    either route. The date becomes a day number by Howard Hinnant's
+    Used by the general grammar; the canonical layout's UTC form is read by
+    ``_utc_stages``, which a test holds to the same result for every date and
+    time of day. The date becomes a day number by Howard Hinnant's
     days-from-civil algorithm (Polars integer ``//`` floors, as Python's does).
     """
 
@@ -404,37 +404,32 @@ def _instant_stages(text: str, p: str) -> list[list[pl.Expr]]:
     return [extract, numbers, *_calendar_stages(p)]
 
 
-_ZULU_DIGITS = (("y", 0, 4), ("mo", 5, 2), ("d", 8, 2), ("h", 11, 2), ("mi", 14, 2), ("s", 17, 2))
-"""Where ``_ZULU`` puts each number: ``YYYY-MM-DDTHH:MM:SS``, then ``.fraction`` or not, then ``Z``."""
+_UTC_SECONDS_FORMAT = "%Y-%m-%dT%H:%M:%S"
+"""The first 19 characters of a ``_ZULU`` match written with an upper-case ``T``."""
 
 
-def _zulu_stages(text: str, p: str) -> list[list[pl.Expr]]:
+def _utc_stages(text: str, p: str) -> list[list[pl.Expr]]:
     """Like ``_instant_stages`` for a column already known to match ``_ZULU`` (or null).
 
-    The digits sit at fixed positions and are ASCII, so the first 19 bytes,
-    read as an array of bytes, give every number by arithmetic (no second
-    regular expression, no string slices); the fraction runs from position 20
-    to the final ``Z``.
+    The date and time of day are read by one Polars datetime parse of the
+    first 19 characters (no digit-by-digit arithmetic). That parse refuses
+    every impossible date and time the general grammar refuses, and gives the
+    same seconds for every one it accepts, with one exception: it reads a
+    leap second ``:60``, which the rules refuse, so second 60 is excluded
+    here. A ``t`` separator (or anything else the parse refuses) leaves the
+    row to the per-record route, which applies the general grammar. The
+    fraction runs from position 20 to the final ``Z``.
     """
     t = pl.col(text)
-    head = t.cast(pl.Binary).bin.slice(0, 19).bin.reinterpret(dtype=pl.Array(pl.UInt8, 19))
-
-    def number(at: int, size: int) -> pl.Expr:
-        value = pl.lit(0, dtype=pl.Int64)
-        for k in range(at, at + size):
-            value = value * 10 + (head.arr.get(k).cast(pl.Int64) - ord("0"))
-        return value
-
-    numbers = [number(at, size).alias(f"_{p}_{n}") for n, at, size in _ZULU_DIGITS]
+    at = t.str.slice(0, 19).str.strptime(pl.Datetime("ms"), _UTC_SECONDS_FORMAT, strict=False, cache=False)
     frac = pl.when(t.str.len_bytes() > 20).then(t.str.slice(20, t.str.len_bytes() - 21))
-    numbers += [
-        pl.lit(True).alias(f"_{p}_zulu"),
-        pl.lit(False).alias(f"_{p}_west"),
-        pl.lit(0, dtype=pl.Int64).alias(f"_{p}_oh"),
-        pl.lit(0, dtype=pl.Int64).alias(f"_{p}_om"),
-        _nanos(frac).alias(f"_{p}_nanos"),
+    return [
+        [
+            (at.is_not_null() & (t.str.slice(17, 2) < "60")).fill_null(False).alias(f"_{p}_ok"),
+            (at.cast(pl.Int64) // 1000).alias(f"_{p}_seconds"),
+            _nanos(frac).alias(f"_{p}_nanos"),
+        ]
     ]
-    return [numbers, *_calendar_stages(p)]
 
 
 def _finishing_plan() -> list[list[pl.Expr]]:
@@ -504,8 +499,8 @@ def _canonical_plan() -> list[list[pl.Expr]]:
         ]
         + [pl.col("size")]
     )
-    v = _zulu_stages("valid_time", "v")
-    s = _zulu_stages("source_time", "s")
+    v = _utc_stages("valid_time", "v")
+    s = _utc_stages("source_time", "s")
     stages += [v_stage + s_stage for v_stage, s_stage in zip(v, s, strict=True)]
     ok = (
         pl.all_horizontal(

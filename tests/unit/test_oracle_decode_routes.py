@@ -219,3 +219,55 @@ def values(draw: st.DrawFn) -> bytes:
 @given(st.lists(values(), min_size=1, max_size=20))
 def test_generated_values_decode_the_same_on_both_routes(batch: list[bytes]) -> None:
     both_routes_agree(batch)
+
+
+def _utc_and_general(instants: pl.DataFrame) -> pl.DataFrame:
+    """``ok`` and ``seconds`` of column ``t`` by the canonical route's UTC reading and the general grammar."""
+    lf = instants.lazy()
+    for stage in oracle_decode._utc_stages("t", "u") + oracle_decode._instant_stages("t", "g"):
+        lf = lf.with_columns(stage)
+    return lf.select("t", "_u_ok", "_u_seconds", "_u_nanos", "_g_ok", "_g_seconds", "_g_nanos").collect()
+
+
+def _disagreements(instants: pl.DataFrame) -> pl.DataFrame:
+    both = _utc_and_general(instants)
+    return both.filter(
+        (pl.col("_u_ok") & ~pl.col("_g_ok"))
+        | (pl.col("_u_ok") & (pl.col("_u_seconds") != pl.col("_g_seconds")))
+        | (pl.col("_u_ok") & (pl.col("_u_nanos") != pl.col("_g_nanos")))
+    )
+
+
+def _grid(template: str, **ranges: int) -> pl.DataFrame:
+    """Every combination of zero-padded numbers put into ``template`` (column ``t``)."""
+    frame: pl.DataFrame | None = None
+    for name, stop in ranges.items():
+        col = pl.DataFrame({name: pl.int_range(0, stop, eager=True)})
+        frame = col if frame is None else frame.join(col, how="cross")
+    assert frame is not None
+    width = {"y": 4}
+    padded = [pl.col(n).cast(pl.String).str.zfill(width.get(n, 2)) for n in ranges]
+    return frame.select(pl.format(template, *padded).alias("t"))
+
+
+def test_utc_reading_of_every_date_matches_the_general_grammar() -> None:
+    # Every year the layout admits, months 00-13 and days 00-32: all valid dates and
+    # every kind of impossible one (month 0 or 13, day 0, day 29-32 of short months).
+    dates = _grid("{}-{}-{}T12:34:56Z", y=10_000, mo=14, d=33)
+    assert _disagreements(dates).is_empty()
+    both = _utc_and_general(dates)
+    # The route reads every valid date itself (none is left to the general grammar).
+    assert both.filter(pl.col("_g_ok") & ~pl.col("_u_ok")).is_empty()
+
+
+def test_utc_reading_of_every_time_of_day_matches_the_general_grammar() -> None:
+    # Every two-digit hour, minute and second, including 24:00, minute 60 and leap second 60.
+    times = _grid("2024-02-29T{}:{}:{}Z", h=100, mi=100, s=100)
+    assert _disagreements(times).is_empty()
+    both = _utc_and_general(times)
+    assert both.filter(pl.col("_g_ok") & ~pl.col("_u_ok")).is_empty()
+    assert both.get_column("_u_ok").sum() == 24 * 60 * 60
+    fractions = pl.DataFrame(
+        {"t": [f"1969-12-31T23:59:59{f}Z" for f in ("", ".5", ".000000001", ".1234567891234")]}
+    )
+    assert _disagreements(fractions).is_empty()
