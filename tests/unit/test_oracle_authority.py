@@ -12,6 +12,7 @@ import random
 from typing import Any
 
 import polars as pl
+import pytest
 
 oracle_compute = importlib.import_module("amends_core.oracle.compute")
 
@@ -84,7 +85,33 @@ def test_border_cases() -> None:
 
 
 def test_random_histories() -> None:
-    rng = random.Random(11)
+    random_histories(random.Random(11))
+
+
+def test_random_histories_sorted_by_identity_hash(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(oracle_compute, "_HASH_SORT_ROWS", 0)
+    test_border_cases()
+    random_histories(random.Random(11))
+
+
+@pytest.mark.parametrize(
+    "colliding",
+    [
+        pytest.param(lambda: pl.lit(0, dtype=pl.UInt64), id="every-identity-one-hash"),
+        pytest.param(lambda: pl.col("kid").hash(), id="one-hash-per-key"),
+        pytest.param(lambda: pl.col("txn_id").str.len_bytes().cast(pl.UInt64), id="hash-by-name-length"),
+    ],
+)
+def test_identities_with_equal_hashes_are_kept_apart(monkeypatch: pytest.MonkeyPatch, colliding: Any) -> None:
+    """Rows are ordered by a hash of the identity; distinct identities sharing a hash
+    must still come out as separate identities (here every hash collides)."""
+    monkeypatch.setattr(oracle_compute, "_HASH_SORT_ROWS", 0)
+    monkeypatch.setattr(oracle_compute, "_identity_hash", colliding)
+    test_border_cases()
+    random_histories(random.Random(12))
+
+
+def random_histories(rng: random.Random) -> None:
     for _ in range(30):
         rows: list[Row] = []
         for _ in range(rng.randrange(1, 60)):
