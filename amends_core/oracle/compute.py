@@ -282,67 +282,67 @@ def _identity_hash() -> pl.Expr:
 
 
 _HASH_SORT_ROWS = 1 << 14
-"""From this many accepted rows on, ``_by_identity`` sorts on a hash of the identity: below
-it, the two extra queries that route needs cost more than the string comparisons it saves."""
+"""From this many accepted rows on, ``_authority`` orders rows by a hash of the identity;
+below it, the string sort costs less than hashing and the collision check."""
 
 
-def _by_identity(accepted: pl.DataFrame) -> pl.LazyFrame:
-    """``accepted`` with every identity's rows adjacent, in ascending revision.
+def _authority_rows(accepted: pl.DataFrame, hashed: bool) -> pl.DataFrame:
+    """Accepted rows ordered by identity and revision, with ``rival``, ``last``, ``highest``
+    and ``split``.
 
-    Large frames are sorted on the identity's hash and the revision (numbers
-    only: cheaper than comparing strings). Distinct identities with equal
-    hashes would share a run of rows; that happens exactly when two adjacent
-    rows have equal hashes and differ in key or ``txn_id``, and then, as for
-    small frames, the rows are sorted on the identity itself.
-    """
-    c = pl.col
-    exact = accepted.lazy().sort("kid", "txn_id", "revision")
-    if len(accepted) < _HASH_SORT_ROWS:
-        return exact
-    rows = (
-        accepted.lazy()
-        .with_columns(_identity_hash().alias("_h"))
-        .sort("_h", "revision")
-        .collect(engine=_AUTHORITY_ENGINE)
-    )
-    other_identity = (c("kid") != c("kid").shift(1)) | (c("txn_id") != c("txn_id").shift(1))
-    shared = rows.select(((c("_h") == c("_h").shift(1)) & other_identity).fill_null(False).any()).item()
-    if shared:
-        return exact
-    return rows.drop("_h").lazy()
-
-
-def _authority(accepted: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.LazyFrame]:
-    """(conflicts, blocked identities, active contributions) from accepted assertions.
-
-    Rows are ordered so that every identity is a run of adjacent rows in
-    ascending revision (``_by_identity``), and so is every revision group. A
-    revision group holds more than one distinct canonical candidate exactly
-    when two adjacent rows of it differ in a compared member (accepted rows
-    have no nulls): such a row marks its group as conflicted. An identity's
-    last row carries its highest revision; filling that revision backwards
-    gives every row the identity's highest revision. Sorting once costs less
-    than grouping on the string identity and a window over it.
+    Rows are sorted so that every identity is a run of adjacent rows in
+    ascending revision, and so is every revision group: on (key, ``txn_id``,
+    revision), or when ``hashed`` on (hash of the identity, revision), which
+    compares numbers instead of strings. Distinct identities sharing a hash
+    would share a run of rows; that happens exactly when two adjacent rows
+    have equal hashes and differ in key or ``txn_id``, and ``split`` marks
+    such a row (the caller then sorts on the identity itself).
     """
     c = pl.col
     compared = [x for x in _CANONICAL if x not in ("kid", "txn_id", "revision")]
     same_identity = (c("kid") == c("kid").shift(1)) & (c("txn_id") == c("txn_id").shift(1))
     same_group = same_identity & (c("revision") == c("revision").shift(1))
     differs = pl.any_horizontal(c(x) != c(x).shift(1) for x in compared)
-    rows = (
-        _by_identity(accepted)
-        .with_columns(
+    if hashed:
+        ordered = accepted.lazy().with_columns(_identity_hash().alias("_h")).sort("_h", "revision")
+        split = ((c("_h") == c("_h").shift(1)) & ~same_identity).fill_null(False)
+    else:
+        ordered = accepted.lazy().sort("kid", "txn_id", "revision")
+        split = pl.lit(False)
+    return (
+        ordered.with_columns(
             (same_group & differs).fill_null(False).alias("rival"),
             (~same_identity.shift(-1).fill_null(False)).alias("last"),
+            split.alias("split"),
         )
         .with_columns(
             (c("revision") == pl.when(c("last")).then(c("revision")).fill_null(strategy="backward")).alias(
                 "highest"
             )
         )
-        .select("kid", "txn_id", "revision", "kind", "valid_s", "qty", "rival", "last", "highest")
+        .select("kid", "txn_id", "revision", "kind", "valid_s", "qty", "rival", "last", "highest", "split")
         .collect(engine=_AUTHORITY_ENGINE)
     )
+
+
+def _authority(accepted: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.LazyFrame]:
+    """(conflicts, blocked identities, active contributions) from accepted assertions.
+
+    Every identity and every revision group is a run of adjacent rows
+    (``_authority_rows``). A revision group holds more than one distinct
+    canonical candidate exactly when two adjacent rows of it differ in a
+    compared member (accepted rows have no nulls): such a row marks its group
+    as conflicted. An identity's last row carries its highest revision;
+    filling that revision backwards gives every row the identity's highest
+    revision. Sorting once costs less than grouping on the string identity and
+    a window over it.
+    """
+    c = pl.col
+    hashed = len(accepted) >= _HASH_SORT_ROWS
+    rows = _authority_rows(accepted, hashed)
+    if hashed and rows.get_column("split").any():
+        del rows
+        rows = _authority_rows(accepted, hashed=False)
     rivals = rows.filter(c("rival"))
     conflicts = rivals.select("kid", "txn_id", "revision").unique()
     blocked = rivals.filter(c("highest")).select("kid", "txn_id", "revision").unique()
