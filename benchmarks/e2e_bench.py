@@ -157,7 +157,8 @@ def measure(kind: str, samples: int, bulk: int, warmup: int = 5, tree: Path | No
 
 def _measure(kind: str, samples: int, bulk: int, warmup: int, tree: Path | None) -> Measured:
     dsn = dsn_from_env()
-    with tempfile.TemporaryDirectory() as tmp_s, scratch_schema(dsn, "bench_e2e") as schema:
+    # another checkout's provision migrates the schema itself: its code refuses newer migrations
+    with tempfile.TemporaryDirectory() as tmp_s, scratch_schema(dsn, "bench_e2e", migrated=tree is None) as schema:
         tmp = Path(tmp_s)
         with _broker(kind, tmp) as (bootstrap, benv):
             cfg_path = tmp / "config.json"

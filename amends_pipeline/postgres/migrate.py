@@ -220,10 +220,15 @@ def drop_schema(conninfo: str, schema: str) -> None:
 
 
 @contextmanager
-def scratch_schema(conninfo: str, prefix: str = "scratch") -> Iterator[str]:
-    """A freshly migrated, uniquely named schema that is dropped afterwards."""
+def scratch_schema(conninfo: str, prefix: str = "scratch", *, migrated: bool = True) -> Iterator[str]:
+    """A freshly migrated, uniquely named schema that is dropped afterwards.
+
+    ``migrated=False``: only the name; whoever uses it first creates and migrates it (another
+    checkout's ``amends provision``, whose code refuses a schema migrated past its own).
+    """
     schema = f"{prefix}_{os.getpid()}_{secrets.token_hex(4)}"
-    migrate(conninfo, schema)
+    if migrated:
+        migrate(conninfo, schema)
     try:
         yield schema
     finally:
