@@ -221,8 +221,9 @@ class EvidenceNotHeld(LookupError):
         self.below = below
 
 
-def new_identity(txn: Transaction, coords: Coordinates) -> Identity:
-    """The identity of a first assertion of its txn_id, delivered at ``coords``."""
+def new_identity(txn: Transaction, coords: Coordinates | None) -> Identity:
+    """The identity of a first assertion of its txn_id, delivered at ``coords`` (None: the
+    place is not held)."""
     return Identity(txn.revision, Candidate(txn, coords))
 
 
@@ -286,7 +287,7 @@ class KeyState:
         ident = self.identities.get(tid)
         if self.compact:
             if ident is None:
-                self.identities[tid] = Identity(txn.revision, Candidate(txn, None))
+                self.identities[tid] = new_identity(txn, None)
             else:
                 if delta.duplicate_of is None:
                     ident.add_candidate(txn, None)

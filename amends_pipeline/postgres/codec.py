@@ -57,6 +57,13 @@ def observation_row(key_id: int, txn: Transaction, offset: int, candidate: int) 
     return (key_id, offset, txn.txn_id, txn.revision, candidate, txn.kind, vd, vn, txn.qty, sd, sn)
 
 
+def _transaction(
+    key: StockKey, tid: str, rev: int, kind: str, vd: int, vn: int, qty: int, sd: int, sn: int
+) -> Transaction:
+    """The assertion an ``observations`` row holds (``observation_row`` the other way)."""
+    return Transaction(tid, rev, kind, key, vd * NS_PER_DAY + vn, qty, sd * NS_PER_DAY + sn)
+
+
 def rebuild_key_state(
     kc: KeyConfig,
     source: str,
@@ -89,11 +96,9 @@ def rebuild_key_state(
         held = ident.candidates(rev) if ident is not None else None
         n = 0 if held is None else len(held)
         if cand == n:
-            txn = Transaction(
-                tid, rev, kind, key, vd * NS_PER_DAY + vn, qty, sd * NS_PER_DAY + sn
-            )
+            txn = _transaction(key, tid, rev, kind, vd, vn, qty, sd, sn)
             if ident is None:
-                idents[tid] = fold.Identity(rev, fold.Candidate(txn, coords))
+                idents[tid] = fold.new_identity(txn, coords)
             else:
                 ident.add_candidate(txn, coords)
         elif ident is not None and cand < n:
@@ -137,10 +142,7 @@ def lower_revisions(
         coords = Coordinates(source, partition, off)
         group = groups.setdefault(rev, [])
         if cand == len(group):
-            txn = Transaction(
-                tid, rev, kind, key, vd * NS_PER_DAY + vn, qty, sd * NS_PER_DAY + sn
-            )
-            group.append(fold.Candidate(txn, coords))
+            group.append(fold.Candidate(_transaction(key, tid, rev, kind, vd, vn, qty, sd, sn), coords))
         elif cand < len(group):
             group[cand].delivered_at(coords)
         else:
