@@ -17,7 +17,7 @@ from amends_core.ledger import Config
 from amends_pipeline.errors import UsageError
 from amends_pipeline.kafka import bootstrap_from_env
 from amends_pipeline.kafka.settings import KafkaSettings, preflight
-from amends_pipeline.kafka.topics import WAIT_FETCH_MAX_MS, Reader, Writer
+from amends_pipeline.kafka.topics import BROKER_WAIT_FETCH_MAX_MS, WAIT_FETCH_MAX_MS, Reader, Writer
 from amends_pipeline.manifest import Manifest, read_manifest
 from amends_pipeline.postgres.connection import DEFAULT_SCHEMA, dsn_from_env
 from amends_pipeline.postgres.store import PgStore
@@ -134,10 +134,15 @@ class Runtime:
 
         Its own consumer, so that the fetch it leaves in flight when it wakes
         never holds up the role's reads; ``fetch.wait.max.ms`` is
-        ``WAIT_FETCH_MAX_MS`` unless the Kafka settings give one.
+        ``BROKER_WAIT_FETCH_MAX_MS`` on a cluster that answers waiting fetches
+        as soon as data arrives, ``WAIT_FETCH_MAX_MS`` on librdkafka's mock
+        cluster, unless the Kafka settings give one.
         """
         ks = self.kafka_settings()
-        return Reader(ks.bootstrap, topic, **{"fetch.wait.max.ms": WAIT_FETCH_MAX_MS, **ks.client_config()})
+        with self.reader(topic) as probe:
+            early = probe.answers_waiting_fetches()
+        wait_ms = BROKER_WAIT_FETCH_MAX_MS if early else WAIT_FETCH_MAX_MS
+        return Reader(ks.bootstrap, topic, **{"fetch.wait.max.ms": wait_ms, **ks.client_config()})
 
     def writer(self) -> Writer:
         ks = self.kafka_settings()

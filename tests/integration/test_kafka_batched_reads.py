@@ -1,0 +1,90 @@
+"""Reading a partition in batches on the real broker: every batch boundary and byte budget returns the same messages."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from amends_pipeline.kafka.devbroker import DevBroker
+from amends_pipeline.kafka.realbroker import RealBroker
+from amends_pipeline.kafka.topics import Reader, Writer
+
+
+def _fill(bootstrap: str, topic: str, partition: int, values: list[bytes]) -> None:
+    w = Writer(bootstrap)
+    for v in values:
+        w.produce(topic, partition, v, None)
+    w.flush()
+
+
+def _batches(r: Reader, partition: int, start: int, end: int, limit: int, max_bytes: int | None = None) -> list[bytes]:
+    got: list[bytes] = []
+    pos = start
+    while pos < end:
+        msgs, pos = r.read(partition, pos, end, limit, max_bytes)
+        got += [m.value() for m in msgs]
+    return got
+
+
+def test_reading_a_backlog_in_batches_returns_every_message_once_in_order(
+    kafka_broker: RealBroker, topic_name: Callable[[str], str]
+) -> None:
+    t = topic_name("t")
+    kafka_broker.create_topic(t, 1)
+    values = [f"m{i}".encode() for i in range(2500)]
+    _fill(kafka_broker.bootstrap, t, 0, values)
+    with Reader(kafka_broker.bootstrap, t) as r:
+        assert _batches(r, 0, 0, 2500, 300) == values
+        # a byte budget that cuts batches inside what the driver handed over
+        assert _batches(r, 0, 0, 2500, 1000, max_bytes=50) == values
+
+
+def test_a_read_that_does_not_start_where_the_last_one_stopped_reads_from_its_own_start(
+    kafka_broker: RealBroker, topic_name: Callable[[str], str]
+) -> None:
+    t = topic_name("t")
+    kafka_broker.create_topic(t, 2)
+    values = [f"v{i}".encode() for i in range(1000)]
+    _fill(kafka_broker.bootstrap, t, 0, values)
+    _fill(kafka_broker.bootstrap, t, 1, [b"other"])
+    with Reader(kafka_broker.bootstrap, t) as r:
+        msgs, pos = r.read(0, 0, 1000, 100)
+        assert (pos, [m.value() for m in msgs]) == (100, values[:100])
+        msgs, pos = r.read(0, 50, 1000, 10)  # back
+        assert (pos, [m.value() for m in msgs]) == (60, values[50:60])
+        msgs, pos = r.read(0, 700, 1000, 10)  # ahead
+        assert (pos, [m.value() for m in msgs]) == (710, values[700:710])
+        assert [m.value() for m in r.messages(1, 0, 1)] == [b"other"]  # another partition
+        msgs, pos = r.read(0, 710, 1000, 10)
+        assert (pos, [m.value() for m in msgs]) == (720, values[710:720])
+        assert not r.wait({0: 1000}, 0.05)  # a wait takes the consumer over
+        assert [m.value() for m in r.messages(0, 720, 725)] == values[720:725]
+        assert [m.value() for m in r.messages(0, 725, 1000)] == values[725:]
+
+
+def test_a_batched_read_sees_messages_produced_after_the_previous_batch(
+    kafka_broker: RealBroker, topic_name: Callable[[str], str]
+) -> None:
+    t = topic_name("t")
+    kafka_broker.create_topic(t, 1)
+    first = [f"a{i}".encode() for i in range(500)]
+    later = [f"b{i}".encode() for i in range(500)]
+    _fill(kafka_broker.bootstrap, t, 0, first)
+    with Reader(kafka_broker.bootstrap, t) as r:
+        msgs, pos = r.read(0, 0, 500, 200)
+        assert (pos, [m.value() for m in msgs]) == (200, first[:200])
+        _fill(kafka_broker.bootstrap, t, 0, later)
+        end = r.watermarks(0).high
+        assert end == 1000
+        assert [m.value() for m in msgs] + _batches(r, 0, pos, end, 200) == first + later
+
+
+def test_only_a_kafka_broker_counts_as_answering_waiting_fetches_early(
+    kafka_broker: RealBroker, topic_name: Callable[[str], str], tmp_path: Path
+) -> None:
+    t = topic_name("t")
+    kafka_broker.create_topic(t, 1)
+    with Reader(kafka_broker.bootstrap, t) as r:
+        assert r.answers_waiting_fetches()
+    with DevBroker(topics={"t": 1}, workdir=tmp_path) as dev, Reader(dev.bootstrap, "t") as r:
+        assert not r.answers_waiting_fetches()
