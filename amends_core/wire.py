@@ -476,8 +476,128 @@ _V1_STATUS_FIELDS = ("present", "status", "reasons")
 """Schema version 1 key status carried every reference and no count."""
 
 
+class _FastOutputID(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    namespace: str
+    family: str
+    stock_key: _FastKey
+    day: str | None
+
+
+class _FastPayload(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    present: bool
+    close: int | msgspec.UnsetType = msgspec.UNSET
+    threshold: int | msgspec.UnsetType = msgspec.UNSET
+
+
+class _FastCause(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    source: str
+    partition: int
+    offset: int
+    txn_id: str
+    revision: int
+
+
+class _FastEnvelope(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    schema_version: int
+    output_id: _FastOutputID
+    version: int
+    type: str
+    payload: _FastPayload
+    cause: _FastCause
+
+
+_FAST_ENVELOPE = msgspec.json.Decoder(_FastEnvelope, strict=True)
+_FAST_ENVELOPE_QUOTES = 2 * (
+    len(_ENV_FIELDS) + len(_OID_FIELDS) + len(_KEY_FIELDS) + len(_CAUSE_FIELDS)
+    + _string_members(_FastEnvelope) + _string_members(_FastOutputID)
+    + _string_members(_FastKey) + _string_members(_FastCause)
+)
+"""Quote characters of a decoded ``_FastEnvelope`` without duplicate members, before
+the payload's members and a non-null day are counted (see ``_FAST_QUOTES``)."""
+_FAST_SHAPES: dict[str, tuple[MessageType, frozenset[str]]] = {
+    t.value: (t, frozenset(shape)) for t, shape in _PAYLOAD_FIELDS.items()
+    if t is not MessageType.KEY_STATUS_STATED
+}
+"""The envelope types the fast route decodes, with their payload's exact members;
+key statuses (lists of references, two schema versions) take the strict route."""
+_FAMILIES = {f.value: f for f in Family}
+
+
+def _fast_envelope(raw: bytes) -> Envelope | None:
+    """The envelope when ``raw`` is a plainly well-formed balance or alert envelope, or None.
+
+    None sends ``raw`` to the strict route, which decides and words every
+    error. Accepts only what the strict route accepts, with the same values,
+    by the same means as ``_fast_transaction``: no backslash, valid UTF-8,
+    exact members with the right JSON types (the payload's exactly those of
+    its type), no duplicate member (quotes counted), signed 64-bit integers,
+    a known family and type and a day that parses.
+    """
+    if b"\\" in raw or len(raw) > MAX_VALUE_BYTES:
+        return None
+    if not raw.isascii():
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    try:
+        e = _FAST_ENVELOPE.decode(raw)
+    except msgspec.DecodeError:  # ValidationError included
+        return None
+    oid, pl, c = e.output_id, e.payload, e.cause
+    shaped = _FAST_SHAPES.get(e.type)
+    family = _FAMILIES.get(oid.family)
+    if shaped is None or family is None:
+        return None
+    mtype, shape = shaped
+    close = None if pl.close is msgspec.UNSET else pl.close
+    threshold = None if pl.threshold is msgspec.UNSET else pl.threshold
+    members = {"present"} | ({"close"} if close is not None else set()) | (
+        {"threshold"} if threshold is not None else set()
+    )
+    quotes = _FAST_ENVELOPE_QUOTES + 2 * (len(members) + (oid.day is not None))
+    if (
+        members != shape
+        or raw.count(b'"') != quotes
+        or not all(in_int64(v) for v in (e.schema_version, e.version, c.partition, c.offset, c.revision))
+        or (close is not None and not in_int64(close))
+        or (threshold is not None and not in_int64(threshold))
+    ):
+        return None
+    day = None
+    if oid.day is not None:
+        try:
+            day = timefmt.parse_day(oid.day)
+        except ValueError:
+            return None
+    k = oid.stock_key
+    return Envelope(
+        schema_version=e.schema_version,
+        output_id=OutputID(oid.namespace, family, StockKey(k.item, k.location), day),
+        version=e.version,
+        type=mtype,
+        payload=Payload(
+            present=pl.present, close=close, threshold=threshold, status=None, reasons=(), reason_count=0
+        ),
+        cause=Cause(c.source, c.partition, c.offset, c.txn_id, c.revision),
+    )
+
+
 def decode_envelope(raw: bytes) -> Envelope | DecodeError:
-    """Strictly decode published envelope bytes; shape errors are protocol errors."""
+    """Strictly decode published envelope bytes; shape errors are protocol errors.
+
+    Plainly well-formed balance and alert envelopes take a fast route
+    (``_fast_envelope``); the rest, and every error, the strict one
+    (``decode_envelope_strictly``).
+    """
+    fast = _fast_envelope(raw)
+    if fast is not None:
+        return fast
+    return decode_envelope_strictly(raw)
+
+
+def decode_envelope_strictly(raw: bytes) -> Envelope | DecodeError:
+    """``decode_envelope`` by the strict route alone (what the fast route must agree with)."""
     obj = parse_json_object(raw, "envelope")
     if isinstance(obj, DecodeError):
         return obj
@@ -592,6 +712,7 @@ __all__ = [
     "DecodeError",
     "decode_config",
     "decode_envelope",
+    "decode_envelope_strictly",
     "decode_transaction",
     "decode_transport_key",
     "encode_config",
