@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -211,6 +211,9 @@ def _instant(obj: dict[str, Any], name: str) -> int:
         raise _Reject(msg) from e
 
 
+_S = TypeVar("_S", bound=msgspec.Struct)
+
+
 class _FastKey(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     item: str
     location: str
@@ -249,6 +252,22 @@ def _fits_identifier(v: str) -> bool:
     return (len(v) if v.isascii() else len(v.encode("utf-8"))) <= limits.MAX_ID_BYTES
 
 
+def _plain(raw: bytes, decoder: msgspec.json.Decoder[_S]) -> _S | None:
+    """``raw`` decoded into a fast route's struct, or None when it has a backslash, exceeds
+    ``MAX_VALUE_BYTES``, is not UTF-8 or does not fit the struct exactly."""
+    if b"\\" in raw or len(raw) > MAX_VALUE_BYTES:
+        return None
+    if not raw.isascii():
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    try:
+        return decoder.decode(raw)
+    except msgspec.DecodeError:  # ValidationError included
+        return None
+
+
 def _fast_transaction(raw: bytes) -> Transaction | None:
     """The transaction when ``raw`` is plainly well-formed, or None: then the strict route decides.
 
@@ -261,16 +280,8 @@ def _fast_transaction(raw: bytes) -> Transaction | None:
     and timestamps that parse. Anything else, including every error, takes
     the strict route, which words the message.
     """
-    if b"\\" in raw or len(raw) > MAX_VALUE_BYTES:
-        return None
-    if not raw.isascii():
-        try:
-            raw.decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-    try:
-        t = _FAST.decode(raw)
-    except msgspec.DecodeError:  # ValidationError included
+    t = _plain(raw, _FAST)
+    if t is None:
         return None
     k = t.stock_key
     if (
@@ -533,16 +544,8 @@ def _fast_envelope(raw: bytes) -> Envelope | None:
     its type), no duplicate member (quotes counted), signed 64-bit integers,
     a known family and type and a day that parses.
     """
-    if b"\\" in raw or len(raw) > MAX_VALUE_BYTES:
-        return None
-    if not raw.isascii():
-        try:
-            raw.decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-    try:
-        e = _FAST_ENVELOPE.decode(raw)
-    except msgspec.DecodeError:  # ValidationError included
+    e = _plain(raw, _FAST_ENVELOPE)
+    if e is None:
         return None
     oid, pl, c = e.output_id, e.payload, e.cause
     shaped = _FAST_SHAPES.get(e.type)
