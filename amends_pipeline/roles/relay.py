@@ -19,6 +19,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import msgspec
 import psycopg
 
 from amends_core import wire
@@ -41,25 +42,46 @@ class RelayBusy(OperationError):
     """Another relay holds this partition."""
 
 
+class _StockKeyDoc(msgspec.Struct, gc=False):
+    item: str
+    location: str
+
+
+class _OutputIDDoc(msgspec.Struct, gc=False):
+    namespace: str
+    family: str
+    stock_key: _StockKeyDoc
+    day: str | None
+
+
+class _KeyOfEnvelope(msgspec.Struct, gc=False):
+    """The members of an envelope ``output_key`` reads; msgspec checks the rest is JSON without building it."""
+
+    output_id: _OutputIDDoc
+
+
+_KEY_OF_ENVELOPE = msgspec.json.Decoder(_KeyOfEnvelope, strict=True)
+
+
 def output_key(envelope: bytes) -> bytes:
     """The Kafka message key of an envelope: its output ID, encoded as ``OutputID.encoded``.
 
-    A plain JSON parse instead of the strict decoder (about five times cheaper
-    per row); bytes the fast path cannot read go through the strict decoder,
-    whose message says what is wrong.
+    A lenient parse of the output ID alone instead of the strict decoder
+    (msgspec skips the payload and cause without building them: about ten
+    times cheaper per row); bytes it cannot read go through the strict
+    decoder, whose message says what is wrong.
 
     The fast path writes ``OutputID.encoded``'s array directly, with the family
     and the day checked as ``OutputID`` would take them (a day that parses is
     already written the way ``format_day`` writes it).
     """
     try:
-        oid = json.loads(envelope)["output_id"]
-        sk = oid["stock_key"]
-        day = oid["day"]
-        if day is not None:
-            parse_day(day)
-        key = compact_json([oid["namespace"], Family(oid["family"]).value, sk["item"], sk["location"], day])
-    except (ValueError, KeyError, TypeError):
+        oid = _KEY_OF_ENVELOPE.decode(envelope).output_id
+        sk = oid.stock_key
+        if oid.day is not None:
+            parse_day(oid.day)
+        key = compact_json([oid.namespace, Family(oid.family).value, sk.item, sk.location, oid.day])
+    except (ValueError, msgspec.DecodeError):  # ValidationError included
         dec = wire.decode_envelope(envelope)
         if isinstance(dec, wire.DecodeError):
             msg = f"not a valid envelope ({dec.message}), so it has no output ID to key it by"

@@ -11,6 +11,7 @@ import json
 import os
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -207,3 +208,38 @@ def test_plausible_objects_decode_alike(seed: bytes, place: tuple[str, ...], cha
         at = at[name]
     at.update(changes)
     agree(json.dumps(obj, indent=1 if spaced else None, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+
+
+@FUZZ
+@given(mutated())
+def test_the_relay_keys_every_envelope_the_strict_route_accepts_by_its_output_id(raw: bytes) -> None:
+    """``output_key`` reads only the output ID (leniently), but never keys a valid envelope otherwise."""
+    from amends_core.errors import OperationError
+    from amends_pipeline.roles.relay import output_key
+
+    strict = wire.decode_envelope_strictly(raw)
+    try:
+        key = output_key(raw)
+    except OperationError:
+        assert isinstance(strict, wire.DecodeError)
+        return
+    if isinstance(strict, wire.Envelope):
+        assert key == strict.output_id.encoded.encode("utf-8")
+
+
+def test_the_relay_keys_the_seed_envelopes_by_their_output_ids() -> None:
+    from amends_pipeline.roles.relay import output_key
+
+    for e, raw in zip(ENVELOPES, SEEDS, strict=True):
+        assert output_key(raw) == e.output_id.encoded.encode("utf-8")
+
+
+def test_an_output_id_with_a_lone_surrogate_is_refused_by_the_relay_with_a_reason() -> None:
+    """The plain JSON parse the relay used before kept the surrogate, and encoding the key crashed."""
+    from amends_core.errors import OperationError
+    from amends_pipeline.roles.relay import output_key
+
+    raw = BALANCE.replace(b'"PART-1"', b'"P\\ud800"')
+    assert raw != BALANCE
+    with pytest.raises(OperationError, match="lone surrogate"):
+        output_key(raw)
