@@ -55,7 +55,7 @@ class _OutputIDDoc(msgspec.Struct, gc=False):
 
 
 class _KeyOfEnvelope(msgspec.Struct, gc=False):
-    """The members of an envelope ``output_key`` reads; msgspec checks the rest is JSON without building it."""
+    """The members of an envelope ``output_key`` reads; the rest is checked as JSON, never built."""
 
     output_id: _OutputIDDoc
 
