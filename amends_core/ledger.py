@@ -429,6 +429,19 @@ class Status(enum.StrEnum):
     BLOCKED = "BLOCKED"
 
 
+def output_id_text(namespace: str, family: str, item: str, location: str, day: str | None) -> str:
+    """``compact_json([namespace, family, item, location, day])`` written directly.
+
+    The same C string encoder ``json.dumps(..., ensure_ascii=False)`` applies to
+    each string, joined the way ``compact_json`` joins a flat array: equal text,
+    about a third of the time (every output record's key and view row is one).
+    """
+    return (
+        "[" + _json_string(namespace) + "," + _json_string(family) + "," + _json_string(item)
+        + "," + _json_string(location) + "," + ("null" if day is None else _json_string(day)) + "]"
+    )
+
+
 @fast_init
 @dataclass(frozen=True, slots=True)
 class OutputID:
@@ -456,7 +469,7 @@ class OutputID:
     def encoded(self) -> str:
         day = None if self.day is None else timefmt.format_day(self.day)
         k = self.key
-        return compact_json([self.namespace, self.family.value, k.item, k.location, day])
+        return output_id_text(self.namespace, self.family.value, k.item, k.location, day)
 
     def to_json(self) -> dict[str, Any]:
         return {

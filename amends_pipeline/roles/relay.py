@@ -24,7 +24,7 @@ import psycopg
 
 from amends_core import wire
 from amends_core.errors import OperationError
-from amends_core.ledger import Family, compact_json
+from amends_core.ledger import Family, output_id_text
 from amends_core.ports import Delivery
 from amends_core.roles.relay import Relay, RelayResult
 from amends_core.timefmt import parse_day
@@ -80,7 +80,7 @@ def output_key(envelope: bytes) -> bytes:
         sk = oid.stock_key
         if oid.day is not None:
             parse_day(oid.day)
-        key = compact_json([oid.namespace, Family(oid.family).value, sk.item, sk.location, oid.day])
+        key = output_id_text(oid.namespace, Family(oid.family).value, sk.item, sk.location, oid.day)
     except (ValueError, msgspec.DecodeError):  # ValidationError included
         dec = wire.decode_envelope(envelope)
         if isinstance(dec, wire.DecodeError):

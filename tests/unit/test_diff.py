@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from amends_core import timefmt
 from amends_core.ledger import Envelope, Family, MessageType, Payload, Status
 from amends_core.pipeline import MemoryPipeline
@@ -140,3 +143,30 @@ def test_other_keys_are_untouched_by_a_key_s_repair() -> None:
     envs = committed([txn(qty=-1), txn(key=K2, qty=-1), txn(revision=2, qty=-2)], [(K1, 100, 60, 0), (K2, 10, 0, 0)])
     last = [e for e in envs if e.cause.revision == 2]
     assert {e.output_id.key for e in last} == {K1}
+
+
+_ID_TEXT = st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x10FFFF), max_size=12)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_ID_TEXT, _ID_TEXT, _ID_TEXT, st.one_of(st.none(), _ID_TEXT))
+def test_output_id_text_is_compact_json_of_the_same_array(
+    item: str, location: str, namespace: str, day: str | None
+) -> None:
+    """The direct writer of an output ID's array against ``compact_json`` itself, on any
+    strings: quotes, backslashes, control characters, non-ASCII and lone surrogates."""
+    from amends_core.ledger import compact_json, output_id_text
+
+    for family in Family:
+        want = compact_json([namespace, family.value, item, location, day])
+        assert output_id_text(namespace, family.value, item, location, day) == want
+
+
+def test_encoded_output_id_is_compact_json_on_named_edge_cases() -> None:
+    from amends_core.ledger import OutputID, StockKey, compact_json
+
+    for item, loc in [('we"ird/\\item', "dépôt,1"), ("\x00\x1f\x7f", "\u2028\ud800"), ("", "😀")]:
+        for day_value in (None, 0, -1, 20_000):
+            oid = OutputID("ns\n", Family.STATUS if day_value is None else Family.ALERT, StockKey(item, loc), day_value)
+            day_text = None if day_value is None else timefmt.format_day(day_value)
+            assert oid.encoded == compact_json(["ns\n", oid.family.value, item, loc, day_text])
