@@ -89,13 +89,15 @@ def check_envelope(cfg: Config, partition: int, env: Envelope) -> str | None:
         return "cause has an impossible revision or offset"
     p = env.payload
     t = env.type
-    ok = {
-        MessageType.BALANCE_STATED: p.present and p.close is not None and p.threshold is None,
-        MessageType.BALANCE_RETRACTED: not p.present and p.close is None,
-        MessageType.ALERT_RAISED: p.present and p.close is not None and p.threshold is not None,
-        MessageType.ALERT_RETRACTED: not p.present and p.close is None,
-        MessageType.KEY_STATUS_STATED: p.present and p.status is not None,
-    }[t]
+    # only the envelope's own type is evaluated (every output record passes here)
+    if t is MessageType.BALANCE_STATED:
+        ok = p.present and p.close is not None and p.threshold is None
+    elif t is MessageType.ALERT_RAISED:
+        ok = p.present and p.close is not None and p.threshold is not None
+    elif t is MessageType.BALANCE_RETRACTED or t is MessageType.ALERT_RETRACTED:
+        ok = not p.present and p.close is None
+    else:
+        ok = t is MessageType.KEY_STATUS_STATED and p.present and p.status is not None
     if not ok:
         return f"payload shape does not fit {t.value}"
     if t is MessageType.KEY_STATUS_STATED:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from amends_core.ledger import Envelope, Family, Payload
-from amends_core.view import Effect, ViewState
+from amends_core.ledger import Envelope, Family, MessageType, Payload, Status
+from amends_core.view import Effect, ViewState, check_envelope
 from tests.builders import K1, config, records, txn
 from tests.unit.test_diff import committed
 
@@ -101,6 +101,34 @@ def test_undecodable_or_misrouted_envelopes_are_protocol_errors() -> None:
     assert w.apply(0, 0, envs()[0]).effect is Effect.PROTOCOL_ERROR
     other_ns = ViewState(config([(K1, 100, 60, 0)], namespace="other"))
     assert other_ns.apply(0, 0, envs()[0]).effect is Effect.PROTOCOL_ERROR
+
+
+def test_each_message_type_accepts_only_its_own_payload_shape() -> None:
+    """Every type against every payload shape: one shape fits each type, the rest stop the partition."""
+    stated, status = envs()[0], envs()[1]
+    assert (stated.output_id.family, status.output_id.family) == (Family.BALANCE, Family.STATUS)
+    alert_id = replace(stated.output_id, family=Family.ALERT)
+    shapes = {
+        "balance": Payload(True, close=5),
+        "alert": Payload(True, close=5, threshold=60),
+        "withdrawn": Payload(False),
+        "status": Payload(True, status=Status.READY),
+    }
+    fits = {
+        MessageType.BALANCE_STATED: (stated.output_id, "balance"),
+        MessageType.BALANCE_RETRACTED: (stated.output_id, "withdrawn"),
+        MessageType.ALERT_RAISED: (alert_id, "alert"),
+        MessageType.ALERT_RETRACTED: (alert_id, "withdrawn"),
+        MessageType.KEY_STATUS_STATED: (status.output_id, "status"),
+    }
+    for t, (oid, fitting) in fits.items():
+        for name, payload in shapes.items():
+            env = replace(stated, output_id=oid, type=t, payload=payload)
+            problem = check_envelope(CFG, 0, env)
+            if name == fitting:
+                assert problem is None, (t, name)
+            else:
+                assert problem == f"payload shape does not fit {t.value}", (t, name)
 
 
 def test_an_untouched_key_projects_as_ready_with_no_rows() -> None:
