@@ -4,8 +4,10 @@ What may go, and why nothing that is still needed does:
 
 * An outbox row is deleted when (1) the relay acknowledged it (its sequence is
   at or below ``relay_progress.acked_sequence``), (2) the view applied it (its
-  recorded output offset is below ``view_progress.next_offset`` of its output
-  partition), and (3) it was committed before the retention cut-off. The relay
+  recorded output offset, from ``outbox_receipts``, is below
+  ``view_progress.next_offset`` of its output partition), and (3) it was
+  committed before the retention cut-off. A receipt run goes with the last
+  outbox row it describes. The relay
   only ever reads rows above its acknowledged sequence, and that sequence only
   grows, so a deleted row can never be published again; the delete holds a
   share lock on the partition's relay progress while it runs. Verification
@@ -37,14 +39,23 @@ CHUNK = 5000
 """Rows deleted or rewritten per transaction: short lock holds, bounded WAL per commit."""
 
 _OUTBOX_ELIGIBLE = """
-FROM outbox o
-JOIN relay_progress r ON r.ns_id = o.ns_id AND r.partition = o.partition
+FROM outbox_status o
 JOIN view_progress v ON v.ns_id = o.ns_id AND v.partition = o.output_partition
 WHERE o.ns_id = %(ns)s AND o.partition = %(p)s
   AND o.sequence <= %(acked)s
   AND o.acked AND o.output_offset IS NOT NULL AND o.output_offset < v.next_offset
   AND o.committed_at < now() - make_interval(secs => %(keep)s)
 """
+
+_SPENT_RECEIPTS = """
+DELETE FROM outbox_receipts x
+WHERE x.ns_id = %(ns)s AND x.partition = %(p)s AND x.last_sequence <= %(acked)s
+  AND NOT EXISTS (
+      SELECT 1 FROM outbox o
+      WHERE o.ns_id = x.ns_id AND o.partition = x.partition
+        AND o.sequence BETWEEN x.first_sequence AND x.last_sequence)
+"""
+"""Receipt runs none of whose outbox rows is left (they only ever describe outbox rows)."""
 
 _QUARANTINE_ELIGIBLE = """
 FROM quarantine q
@@ -96,6 +107,8 @@ def prune_outbox(
                 {**params, "chunk": CHUNK},
             )
             n_deleted = cur.rowcount
+            if n_deleted < CHUNK:
+                conn.execute(_SPENT_RECEIPTS, params)
         total += n_deleted
         if n_deleted < CHUNK:
             return total

@@ -207,7 +207,7 @@ class ProcessingSnapshot:
 
 
 PENDING_OUTBOX = (
-    "SELECT o.sequence, o.envelope, o.output_partition, o.output_offset FROM outbox o"
+    "SELECT o.sequence, o.envelope FROM outbox o"
     " WHERE o.ns_id = %s AND o.partition = %s AND o.sequence > ("
     "SELECT r.acked_sequence FROM relay_progress r WHERE r.ns_id = %s AND r.partition = %s)"
     " ORDER BY o.sequence LIMIT %s"
@@ -218,6 +218,28 @@ The acknowledged sequence is a scalar subquery, so the rows are read in primary-
 and the LIMIT ends the scan: a join on relay_progress let the planner sort every pending
 row first, and each relay batch cost grew with the backlog. ``pending`` reads it with
 binary results (envelopes arrive as bytes, not hex text to decode)."""
+
+PENDING_RECEIPTS = (
+    "SELECT first_sequence, output_partition, first_offset FROM outbox_receipts"
+    " WHERE ns_id = %s AND partition = %s AND first_sequence BETWEEN %s AND %s"
+)
+"""Receipts recorded for pending rows (each a run of one row) in a sequence range."""
+
+
+def receipt_runs(receipts: Sequence[tuple[int, int | None]]) -> list[tuple[int, int, int]]:
+    """(first sequence, last sequence, first offset) runs of consecutive sequences that landed
+    at consecutive offsets; rows without an offset belong to no run."""
+    runs: list[tuple[int, int, int]] = []
+    for seq, off in receipts:
+        if off is None:
+            continue
+        if runs:
+            first, last, first_off = runs[-1]
+            if seq == last + 1 and off == first_off + (seq - first):
+                runs[-1] = (first, seq, first_off)
+                continue
+        runs.append((seq, seq, off))
+    return runs
 
 
 class PgStore:
@@ -603,7 +625,19 @@ class PgStore:
             rows = conn.execute(
                 PENDING_OUTBOX, (self.ns_id, partition, self.ns_id, partition, limit), binary=True
             ).fetchall()
-        return [OutboxEntry(partition, s, bytes(e), False, op, oo) for s, e, op, oo in rows]
+            got: dict[int, tuple[int, int]] = {}
+            if rows:
+                got = {
+                    s: (op, oo)
+                    for s, op, oo in conn.execute(
+                        PENDING_RECEIPTS, (self.ns_id, partition, rows[0][0], rows[-1][0])
+                    )
+                }
+        out = []
+        for s, e in rows:
+            op, oo = got.get(s, (None, None))
+            out.append(OutboxEntry(partition, s, bytes(e), False, op, oo))
+        return out
 
     def pending_count(self, partition: int) -> int:
         p = self.progress(partition)
@@ -625,20 +659,30 @@ class PgStore:
             if sequence <= acked:
                 msg = f"receipt for {sequence} on partition {partition}: already acknowledged"
                 raise OutboxOrderError(msg)
-            cur = conn.execute(
-                "UPDATE outbox SET output_partition = %s, output_offset = %s"
-                " WHERE ns_id = %s AND partition = %s AND sequence = %s",
+            exists = conn.execute(
+                "SELECT 1 FROM outbox WHERE ns_id = %s AND partition = %s AND sequence = %s",
+                (self.ns_id, partition, sequence),
+            ).fetchone()
+            if exists is None:
+                msg = f"receipt for {sequence} on partition {partition}: no such outbox row"
+                raise OutboxOrderError(msg)
+            conn.execute(
+                "DELETE FROM outbox_receipts"
+                " WHERE ns_id = %s AND partition = %s AND first_sequence = %s",
+                (self.ns_id, partition, sequence),
+            )
+            conn.execute(
+                "INSERT INTO outbox_receipts (ns_id, partition, first_sequence, last_sequence,"
+                " output_partition, first_offset) VALUES (%s, %s, %s, %s, %s, %s)",
                 (
-                    partition if output_partition is None else output_partition,
-                    output_offset,
                     self.ns_id,
                     partition,
                     sequence,
+                    sequence,
+                    partition if output_partition is None else output_partition,
+                    output_offset,
                 ),
             )
-            if cur.rowcount != 1:
-                msg = f"receipt for {sequence} on partition {partition}: no such outbox row"
-                raise OutboxOrderError(msg)
 
     def acknowledge(
         self,
@@ -680,20 +724,46 @@ class PgStore:
                     shown = want if i == 0 else (exp if exp <= last[0] else None)
                     msg = f"acknowledge {seq} on partition {partition}, pending is {shown}"
                     raise OutboxOrderError(msg)
-            seqs = [s for s, _ in receipts]
-            offs = [o for _, o in receipts]
-            op = partition if output_partition is None else output_partition
-            conn.execute(
-                "UPDATE outbox o SET acked = true,"
-                " output_offset = coalesce(u.off, o.output_offset),"
-                " output_partition = CASE WHEN u.off IS NULL THEN o.output_partition ELSE %s END"
-                " FROM unnest(%s::bigint[], %s::bigint[]) AS u(seq, off)"
-                " WHERE o.ns_id = %s AND o.partition = %s AND o.sequence = u.seq",
-                (op, seqs, offs, self.ns_id, partition),
-            )
+            first, last_seq = receipts[0][0], receipts[-1][0]
+            # Receipts recorded earlier for these rows (runs of one row above the acknowledged
+            # prefix; usually none) give way to the new offsets; a row acknowledged without an
+            # offset keeps its recorded receipt.
+            offered = {s for s, o in receipts if o is not None}
+            earlier = [
+                s
+                for (s,) in conn.execute(
+                    "SELECT first_sequence FROM outbox_receipts WHERE ns_id = %s"
+                    " AND partition = %s AND first_sequence BETWEEN %s AND %s",
+                    (self.ns_id, partition, first, last_seq),
+                )
+                if s in offered
+            ]
+            if earlier:
+                conn.execute(
+                    "DELETE FROM outbox_receipts WHERE ns_id = %s AND partition = %s"
+                    " AND first_sequence = ANY(%s)",
+                    (self.ns_id, partition, earlier),
+                )
+            runs = receipt_runs(receipts)
+            if runs:
+                op = partition if output_partition is None else output_partition
+                conn.execute(
+                    "INSERT INTO outbox_receipts (ns_id, partition, first_sequence, last_sequence,"
+                    " output_partition, first_offset)"
+                    " SELECT %s, %s, f, l, %s, o"
+                    " FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS u(f, l, o)",
+                    (
+                        self.ns_id,
+                        partition,
+                        op,
+                        [r[0] for r in runs],
+                        [r[1] for r in runs],
+                        [r[2] for r in runs],
+                    ),
+                )
             conn.execute(
                 "UPDATE relay_progress SET acked_sequence = %s WHERE ns_id = %s AND partition = %s",
-                (seqs[-1], self.ns_id, partition),
+                (last_seq, self.ns_id, partition),
             )
 
     def _lock_relay(self, conn: psycopg.Connection[Any], partition: int) -> int:
@@ -741,14 +811,11 @@ class PgStore:
             if outbox != "none":
                 q = (
                     "SELECT o.partition, o.sequence, o.envelope, o.acked, o.output_partition,"
-                    " o.output_offset FROM outbox o"
+                    " o.output_offset FROM outbox_status o WHERE o.ns_id = %s"
                 )
                 if outbox == "pending":
-                    q += (
-                        " JOIN relay_progress r ON r.ns_id = o.ns_id AND r.partition = o.partition"
-                        " AND o.sequence > r.acked_sequence"
-                    )
-                q += " WHERE o.ns_id = %s ORDER BY o.partition, o.sequence"
+                    q += " AND NOT o.acked"
+                q += " ORDER BY o.partition, o.sequence"
                 for p, s, e, a, op, oo in conn.execute(q, (ns,)):
                     boxes[p].append(OutboxEntry(p, s, bytes(e), a, op, oo))
             rejections = tuple(

@@ -220,7 +220,8 @@ def txns(*ids: str) -> list[bytes]:
 
 
 def outbox(admin: psycopg.Connection[Any]) -> list[tuple[int, bool]]:
-    return [(s, a) for s, a in admin.execute("SELECT sequence, acked FROM outbox ORDER BY sequence")]
+    rows = admin.execute("SELECT sequence, acked FROM outbox_status ORDER BY sequence")
+    return [(s, a) for s, a in rows]
 
 
 def prune_cli(
@@ -249,7 +250,7 @@ def test_prune_deletes_only_published_applied_old_outbox_rows_and_verification_s
     # a new pending row (from D) that the relay has not published.
     admin.execute("UPDATE outbox SET committed_at = now() - interval '30 days'")
     last = published[-1][0]
-    (last_offset,) = admin.execute("SELECT output_offset FROM outbox WHERE sequence = %s", (last,)).fetchone()
+    (last_offset,) = admin.execute("SELECT output_offset FROM outbox_status WHERE sequence = %s", (last,)).fetchone()
     (applied_to,) = admin.execute("SELECT next_offset FROM view_progress WHERE partition = 0").fetchone()
     admin.execute("UPDATE view_progress SET next_offset = %s WHERE partition = 0", (last_offset,))
     produce(kafka_broker.bootstrap, src, txns("D"))
@@ -268,6 +269,13 @@ def test_prune_deletes_only_published_applied_old_outbox_rows_and_verification_s
     assert prune_cli(monkeypatch, rt, config, "--keep-days", "7") == 0
     assert f"deleted {len(published) - 1} published outbox rows" in capsys.readouterr().out
     assert [s for s, _ in outbox(admin)] == [last, *pending]  # unapplied and pending rows stay
+    # Receipt runs go with the last row they describe; the kept row keeps its receipt.
+    assert admin.execute(
+        "SELECT count(*) FROM outbox_receipts WHERE last_sequence < %s", (last,)
+    ).fetchone() == (0,)
+    assert admin.execute(
+        "SELECT output_offset FROM outbox_status WHERE sequence = %s", (last,)
+    ).fetchone() == (last_offset,)
 
     admin.execute("UPDATE view_progress SET next_offset = %s WHERE partition = 0", (applied_to,))
     drain(rt, 100)  # the relay publishes exactly the pending rows; nothing pruned comes back

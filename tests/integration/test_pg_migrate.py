@@ -128,3 +128,38 @@ def test_schema_names_needing_quotes_work(pg_dsn):
         assert migrate.migrate(pg_dsn, name) == []
     finally:
         migrate.drop_schema(pg_dsn, name)
+
+
+def test_receipts_recorded_on_outbox_rows_survive_the_move_to_receipt_runs(pg_dsn, fresh_schema):
+    """0012 drops the outbox's receipt columns: what they said must read the same afterwards."""
+    before = [m for m in migrate.discover() if m.version < 12]
+    migrate.migrate(pg_dsn, fresh_schema, before)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(fresh_schema)))
+        (ns,) = conn.execute(
+            "INSERT INTO namespaces (name, config_digest, config, partitions)"
+            " VALUES ('n', 'd', '{}', 1) RETURNING ns_id"
+        ).fetchone()
+        conn.execute("INSERT INTO relay_progress (ns_id, partition, acked_sequence) VALUES (%s, 0, 3)", (ns,))
+        rows = [  # sequence, acked, output partition, output offset
+            (1, True, 0, 70), (2, True, 0, 71), (3, True, None, None), (4, False, 0, 90),
+            (5, False, None, None),
+        ]
+        for s, a, op, oo in rows:
+            conn.execute(
+                "INSERT INTO outbox (ns_id, partition, sequence, envelope, acked, output_partition,"
+                " output_offset) VALUES (%s, 0, %s, %s, %s, %s, %s)",
+                (ns, s, f"env{s}".encode(), a, op, oo),
+            )
+        assert migrate.migrate(pg_dsn, fresh_schema) == [m.version for m in migrate.discover()
+                                                          if m.version >= 12]
+        got = conn.execute(
+            "SELECT sequence, acked, output_partition, output_offset FROM outbox_status"
+            " ORDER BY sequence"
+        ).fetchall()
+        assert got == rows
+        cols = {r[0] for r in conn.execute(
+            "SELECT column_name FROM information_schema.columns"
+            " WHERE table_schema = %s AND table_name = 'outbox'", (fresh_schema,)
+        )}
+        assert cols == {"ns_id", "partition", "sequence", "envelope", "committed_at"}

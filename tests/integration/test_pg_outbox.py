@@ -19,7 +19,7 @@ def committed(store, n: int = 4):
 
 def receipts(admin):
     return admin.execute(
-        "SELECT sequence, acked, output_partition, output_offset FROM outbox ORDER BY sequence"
+        "SELECT sequence, acked, output_partition, output_offset FROM outbox_status ORDER BY sequence"
     ).fetchall()
 
 
@@ -127,3 +127,43 @@ def test_reading_pending_rows_stops_at_the_limit_whatever_the_backlog(open_store
     assert [e.sequence for e in pending] == list(range(3, 1003))
     assert all(isinstance(e.envelope, bytes) for e in pending)
     assert [e.output_offset for e in store.pending(0, limit=1)] == [None]
+
+
+def test_acknowledging_never_rewrites_an_outbox_row(open_store, admin):
+    """Receipts live in runs beside the outbox: a committed row keeps its first and only version."""
+    store = open_store(b.config())
+    committed(store)
+    before = admin.execute("SELECT sequence, xmin::text, ctid::text FROM outbox ORDER BY 1").fetchall()
+    store.record_receipt(0, 1, 40)
+    store.acknowledge_many(0, [(1, 50), (2, 51), (3, 52)])
+    store.acknowledge_many(0, [(4, 53), (5, 60)])
+    after = admin.execute("SELECT sequence, xmin::text, ctid::text FROM outbox ORDER BY 1").fetchall()
+    assert after == before
+    # per acknowledgement, one run per stretch of consecutive offsets; the recorded receipt
+    # gave way to the new offset
+    runs = admin.execute(
+        "SELECT first_sequence, last_sequence, output_partition, first_offset FROM outbox_receipts"
+        " ORDER BY first_sequence"
+    ).fetchall()
+    assert runs == [(1, 3, 0, 50), (4, 4, 0, 53), (5, 5, 0, 60)]
+    assert [(s, o) for s, _, _, o in receipts(admin)] == [(1, 50), (2, 51), (3, 52), (4, 53), (5, 60)]
+
+
+def test_a_recorded_receipt_shows_on_the_pending_row_and_is_replaced_by_a_new_one(open_store, admin):
+    store = open_store(b.config())
+    committed(store)
+    store.record_receipt(0, 3, 30, output_partition=0)
+    store.record_receipt(0, 3, 31, output_partition=0)
+    assert [(e.sequence, e.output_partition, e.output_offset) for e in store.pending(0, 10)] == [
+        (1, None, None), (2, None, None), (3, 0, 31), (4, None, None), (5, None, None),
+    ]
+    store.acknowledge_many(0, [(1, 10), (2, 11), (3, None), (4, 13)])
+    assert [(s, a, o) for s, a, _, o in receipts(admin)] == [
+        (1, True, 10), (2, True, 11), (3, True, 31), (4, True, 13), (5, False, None),
+    ]
+    assert admin.execute("SELECT count(*) FROM outbox_receipts").fetchone() == (3,)
+    snap = store.snapshot(evidence=False)
+    assert [(e.sequence, e.acked, e.output_offset) for e in snap.outbox[0]] == [
+        (1, True, 10), (2, True, 11), (3, True, 31), (4, True, 13), (5, False, None),
+    ]
+    assert [e.sequence for e in snap.pending(0)] == [5]
