@@ -48,6 +48,28 @@ SET partition = excluded.partition, version = excluded.version, present = exclud
     envelope = excluded.envelope, applied_offset = excluded.applied_offset
 """
 
+_VIEW_ROW_TYPES = ("text", "int4", "text", "text", "text", "int4", "int8", "bool", "bytea", "int8")
+
+_CREATE_STAGE = """
+CREATE TEMP TABLE IF NOT EXISTS amends_stage_view_rows
+    (output_id text, partition int, family text, item text, location text, day int,
+     version bigint, present boolean, envelope bytea, applied_offset bigint)
+    ON COMMIT DELETE ROWS
+"""
+_COPY_STAGE = "COPY pg_temp.amends_stage_view_rows FROM STDIN (FORMAT BINARY)"
+_UPSERT_STAGED = """
+INSERT INTO view_rows (ns_id, output_id, partition, family, item, location, day, version, present,
+                       envelope, applied_offset)
+SELECT %s, * FROM pg_temp.amends_stage_view_rows
+ON CONFLICT (ns_id, output_id) DO UPDATE
+SET partition = excluded.partition, version = excluded.version, present = excluded.present,
+    envelope = excluded.envelope, applied_offset = excluded.applied_offset
+"""
+COPY_MIN_ROWS = 32
+"""From this many stored rows a batch goes through binary COPY into a session staging table:
+psycopg builds array parameters element by element in Python (about 2 ms per 1,000 rows of
+ten columns), COPY rows in C (under 1 ms). Fewer rows keep the single array statement."""
+
 _LOOKUP_ROWS = """
 SELECT v.envelope FROM unnest(%b::text[]) AS i(id)
 CROSS JOIN LATERAL (SELECT envelope FROM view_rows WHERE ns_id = %s AND output_id = i.id LIMIT 1) AS v
@@ -79,6 +101,8 @@ class PgViewStore:
         self.db = db
         self.cfg = cfg
         self.ns_id = ns_id
+        self._staged: object = None
+        """The session that holds the staging table (created in a transaction that committed)."""
 
     @classmethod
     def open(
@@ -206,6 +230,7 @@ class PgViewStore:
         self, partition: int, recs: list[tuple[int, bytes]], expect: int | None, end: int | None
     ) -> list[ViewDecision]:
         label = self._label(f"applying output partition {partition}")
+        staging = None
         with self.db.transaction(label) as conn:
             row = conn.execute(
                 "SELECT next_offset, stopped FROM view_progress"
@@ -248,7 +273,7 @@ class PgViewStore:
                 elif d.effect is Effect.PROTOCOL_ERROR:
                     stop = (off, raw)
             if stored:
-                self._write_rows(conn, partition, vs, stored, ids)
+                staging = self._write_rows(conn, partition, vs, stored, ids)
             if end is not None and partition not in vs.stopped:
                 # every record of [start, end) was seen: a gap at the end is no reason to re-read
                 vs.frontiers[partition] = max(vs.frontier(partition), end)
@@ -266,6 +291,8 @@ class PgViewStore:
                         partition,
                     ),
                 )
+        if staging is not None:
+            self._staged = staging  # the transaction that created the table committed
         return decisions
 
     def rebuild(self, partition: int, log_start: int, *, discard_rows: bool = False) -> ViewRebuilt:
@@ -308,28 +335,37 @@ class PgViewStore:
         vs: ViewState,
         stored: dict[OutputID, tuple[int, bytes]],
         encoded: dict[OutputID, str],
-    ) -> None:
-        cols: list[list[Any]] = [[] for _ in range(10)]
+    ) -> object:
+        """Upsert the stored rows; returns the session when this transaction created its
+        staging table."""
+        rows = []
         for oid, (off, raw) in stored.items():
             env = vs.rows[oid]
-            for col, v in zip(
-                cols,
-                (
-                    encoded.get(oid) or oid.encoded,
-                    partition,
-                    oid.family.value,
-                    oid.key.item,
-                    oid.key.location,
-                    oid.day,
-                    env.version,
-                    env.payload.present,
-                    raw,
-                    off,
-                ),
-                strict=True,
-            ):
-                col.append(v)
-        conn.execute(_UPSERT_ROWS, (self.ns_id, *cols))
+            rows.append((
+                encoded.get(oid) or oid.encoded,
+                partition,
+                oid.family.value,
+                oid.key.item,
+                oid.key.location,
+                oid.day,
+                env.version,
+                env.payload.present,
+                raw,
+                off,
+            ))
+        if len(rows) < COPY_MIN_ROWS:
+            conn.execute(_UPSERT_ROWS, (self.ns_id, *(list(c) for c in zip(*rows, strict=True))))
+            return None
+        created = None
+        if conn is not self._staged:
+            conn.execute(_CREATE_STAGE)
+            created = conn
+        with conn.cursor().copy(_COPY_STAGE) as cp:
+            cp.set_types(list(_VIEW_ROW_TYPES))
+            for row in rows:
+                cp.write_row(row)
+        conn.execute(_UPSERT_STAGED, (self.ns_id,))
+        return created
 
     # ------------------------------------------------------------ inspection
 

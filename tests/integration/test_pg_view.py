@@ -228,3 +228,48 @@ r[0] for r in admin.execute("EXPLAIN " + _LOOKUP_ROWS, (ids, view.ns_id)))
         assert "view_rows_by_key" not in plan, plan
         got = admin.execute(_LOOKUP_ROWS, (ids, view.ns_id)).fetchall()
         assert len(got) == len([i for i in ids if int(i[3:]) <= n])
+
+
+def test_large_batches_go_through_copy_and_store_exactly_what_single_records_store(
+    open_store, open_view, admin
+):
+    """From COPY_MIN_ROWS stored rows a batch is staged by binary COPY; the rows it leaves
+    (every column) are the ones the one-statement route leaves for the same log."""
+    from amends_pipeline.postgres.view_store import COPY_MIN_ROWS
+
+    keys = [StockKey('IT"EM,{1}', "LOC\\A"), StockKey("NULL", "DEPOT é"), StockKey("a b", "{}")]
+    cfg = b.config([(k, 100, 60, 0) for k in keys])
+    store = open_store(cfg)
+    tok = store.claim(0)
+    recs = b.records([b.txn(f"T{i}", 1, "NEW", qty=-1, valid=b.day(1 + i % 30), key=keys[i % 3])
+                      for i in range(90)])
+    log = [r.envelope.to_bytes() for r in store.process(tok, 0, recs).rows]
+    more = b.records([b.txn(f"T{i}", 2, "AMEND", qty=-3, valid=b.day(2 + i % 30), key=keys[i % 3])
+                      for i in range(45)], start=len(recs))
+    log += [r.envelope.to_bytes() for r in store.process(tok, len(recs), more).rows]
+    half = len(log) // 2
+    assert half >= 2 * COPY_MIN_ROWS
+
+    def rows() -> list[tuple[object, ...]]:
+        return [
+            tuple(bytes(v) if isinstance(v, memoryview) else v for v in r)
+            for r in admin.execute(
+                "SELECT output_id, partition, family, item, location, day, version, present,"
+                " envelope, applied_offset FROM view_rows ORDER BY output_id"
+            )
+        ]
+
+    view = open_view(cfg)
+    view.apply(0, list(enumerate(log))[:half])  # two large batches on one session
+    view.apply(0, list(enumerate(log))[half:])
+    copied = rows()
+    reference = ViewState(cfg)
+    for o, raw in enumerate(log):
+        reference.apply(0, o, raw)
+    assert view.snapshot() == reference
+    view.rebuild(0, 0, discard_rows=True)
+    assert rows() == []
+    for o, raw in enumerate(log):
+        view.apply(0, [(o, raw)])
+    assert rows() == copied
+    assert len(copied) > COPY_MIN_ROWS
