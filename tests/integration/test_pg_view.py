@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from amends_core.ledger import StockKey
+from amends_core.ledger import Config, StockKey
 from amends_core.view import Effect, ViewState
 from amends_pipeline.postgres.errors import CommitUnknown
 from tests import builders as b
@@ -170,24 +170,39 @@ def test_the_server_ends_a_session_left_idle_in_its_transaction(pg_dsn, pg_schem
     db.close()
 
 
+AWKWARD_KEYS = [StockKey('IT"EM,{1}', "LOC\\A"), StockKey("NULL", "DEPOT é"), StockKey("a b", "{}")]
+"""Identities holding array and JSON syntax: quotes, backslashes, braces, commas, NULL."""
+
+
+def awkward_log(
+    open_store, new: int, amended: int, *, days: int, amend_day: int, amend_qty: int
+) -> tuple[Config, list[bytes]]:
+    """The output log of ``new`` transactions over AWKWARD_KEYS, then amendments of the first
+    ``amended`` of them (``amend_day`` is the first valid day of the amendments)."""
+    keys = AWKWARD_KEYS
+    cfg = b.config([(k, 100, 60, 0) for k in keys])
+    store = open_store(cfg)
+    tok = store.claim(0)
+    first = b.records([b.txn(f"T{i}", 1, "NEW", qty=-1, valid=b.day(1 + i % days), key=keys[i % 3])
+                       for i in range(new)])
+    log = [r.envelope.to_bytes() for r in store.process(tok, 0, first).rows]
+    more = b.records(
+        [b.txn(f"T{i}", 2, "AMEND", qty=amend_qty, valid=b.day(amend_day + i % days), key=keys[i % 3])
+         for i in range(amended)],
+        start=len(first),
+    )
+    log += [r.envelope.to_bytes() for r in store.process(tok, len(first), more).rows]
+    return cfg, log
+
+
 def test_rows_with_awkward_identities_round_trip_through_the_batched_statements(
     open_store, open_view, admin
 ):
     """The view reads and writes a batch's rows as binary arrays: identities holding array
     and JSON syntax (quotes, backslashes, braces, commas, the word NULL) come back exact,
     and a second batch that names rows already stored finds them (the version rule)."""
-    keys = [
-        StockKey('IT"EM,{1}', "LOC\\A"), StockKey("NULL", "DEPOT é"), StockKey("a b", "{}"),
-    ]
-    cfg = b.config([(k, 100, 60, 0) for k in keys])
-    store = open_store(cfg)
-    tok = store.claim(0)
-    first = b.records([b.txn(f"T{i}", 1, "NEW", qty=-1, valid=b.day(1 + i % 4), key=keys[i % 3])
-                       for i in range(12)])
-    log = [r.envelope.to_bytes() for r in store.process(tok, 0, first).rows]
-    more = b.records([b.txn(f"T{i}", 2, "AMEND", qty=-2, valid=b.day(1 + i % 4), key=keys[i % 3])
-                      for i in range(6)], start=len(first))
-    log += [r.envelope.to_bytes() for r in store.process(tok, len(first), more).rows]
+    cfg, log = awkward_log(open_store, 12, 6, days=4, amend_day=1, amend_qty=-2)
+    keys = AWKWARD_KEYS
     view = open_view(cfg)
     half = len(log) // 2
     view.apply(0, list(enumerate(log))[:half])
@@ -237,16 +252,7 @@ def test_large_batches_go_through_copy_and_store_exactly_what_single_records_sto
     (every column) are the ones the one-statement route leaves for the same log."""
     from amends_pipeline.postgres.view_store import COPY_MIN_ROWS
 
-    keys = [StockKey('IT"EM,{1}', "LOC\\A"), StockKey("NULL", "DEPOT é"), StockKey("a b", "{}")]
-    cfg = b.config([(k, 100, 60, 0) for k in keys])
-    store = open_store(cfg)
-    tok = store.claim(0)
-    recs = b.records([b.txn(f"T{i}", 1, "NEW", qty=-1, valid=b.day(1 + i % 30), key=keys[i % 3])
-                      for i in range(90)])
-    log = [r.envelope.to_bytes() for r in store.process(tok, 0, recs).rows]
-    more = b.records([b.txn(f"T{i}", 2, "AMEND", qty=-3, valid=b.day(2 + i % 30), key=keys[i % 3])
-                      for i in range(45)], start=len(recs))
-    log += [r.envelope.to_bytes() for r in store.process(tok, len(recs), more).rows]
+    cfg, log = awkward_log(open_store, 90, 45, days=30, amend_day=2, amend_qty=-3)
     half = len(log) // 2
     assert half >= 2 * COPY_MIN_ROWS
 
