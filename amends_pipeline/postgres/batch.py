@@ -38,6 +38,7 @@ from amends_pipeline.postgres.connection import Database
 from amends_pipeline.postgres.errors import BatchAborted, CommitUnknown, StoreError, translate
 from amends_pipeline.postgres.sql import (
     ADVANCE,
+    COPY_MIN_ROWS,
     CREATE_STAGING,
     INSERT_QUARANTINE,
     LOAD_IDENTITY_BELOW,
@@ -48,9 +49,6 @@ from amends_pipeline.postgres.sql import (
     PRUNE_MEASUREMENTS,
     UPSERTS,
 )
-
-COPY_MIN_ROWS = 32
-"""Below this many rows one array-parameter statement (pipelined) beats a COPY round trip."""
 
 MEASUREMENTS_KEPT = 32
 

@@ -666,14 +666,13 @@ class PgStore:
             if exists is None:
                 msg = f"receipt for {sequence} on partition {partition}: no such outbox row"
                 raise OutboxOrderError(msg)
-            conn.execute(
-                "DELETE FROM outbox_receipts"
-                " WHERE ns_id = %s AND partition = %s AND first_sequence = %s",
-                (self.ns_id, partition, sequence),
-            )
+            # Above the acknowledged prefix every run is a run of one row: a retry replaces it.
             conn.execute(
                 "INSERT INTO outbox_receipts (ns_id, partition, first_sequence, last_sequence,"
-                " output_partition, first_offset) VALUES (%s, %s, %s, %s, %s, %s)",
+                " output_partition, first_offset) VALUES (%s, %s, %s, %s, %s, %s)"
+                " ON CONFLICT (ns_id, partition, first_sequence) DO UPDATE"
+                " SET output_partition = excluded.output_partition,"
+                " first_offset = excluded.first_offset",
                 (
                     self.ns_id,
                     partition,

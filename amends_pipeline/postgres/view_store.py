@@ -37,38 +37,29 @@ from amends_pipeline.postgres import migrate as migrations
 from amends_pipeline.postgres.connection import DEFAULT_SCHEMA, Database
 from amends_pipeline.postgres.errors import CommitUnknown, StoreError
 from amends_pipeline.postgres.namespace import lookup_namespace, register_namespace
+from amends_pipeline.postgres.sql import COPY_MIN_ROWS, VIEW_ROWS_STAGE
 
-_UPSERT_ROWS = """
+_UPSERT_FROM = """
 INSERT INTO view_rows (ns_id, output_id, partition, family, item, location, day, version, present,
                        envelope, applied_offset)
-SELECT %s, * FROM unnest(%b::text[], %b::int[], %b::text[], %b::text[], %b::text[], %b::int[],
-                         %b::bigint[], %b::boolean[], %b::bytea[], %b::bigint[])
+SELECT %s, * FROM {}
 ON CONFLICT (ns_id, output_id) DO UPDATE
 SET partition = excluded.partition, version = excluded.version, present = excluded.present,
     envelope = excluded.envelope, applied_offset = excluded.applied_offset
 """
-
-_VIEW_ROW_TYPES = ("text", "int4", "text", "text", "text", "int4", "int8", "bool", "bytea", "int8")
-
+_UPSERT_ROWS = _UPSERT_FROM.format(
+    "unnest(%b::text[], %b::int[], %b::text[], %b::text[], %b::text[], %b::int[],"
+    " %b::bigint[], %b::boolean[], %b::bytea[], %b::bigint[])"
+)
+"""A small batch's rows as array parameters."""
+_UPSERT_STAGED = _UPSERT_FROM.format("pg_temp.amends_stage_view_rows")
+"""A large batch's rows, staged in VIEW_ROWS_STAGE (from COPY_MIN_ROWS rows)."""
 _CREATE_STAGE = """
 CREATE TEMP TABLE IF NOT EXISTS amends_stage_view_rows
     (output_id text, partition int, family text, item text, location text, day int,
      version bigint, present boolean, envelope bytea, applied_offset bigint)
     ON COMMIT DELETE ROWS
 """
-_COPY_STAGE = "COPY pg_temp.amends_stage_view_rows FROM STDIN (FORMAT BINARY)"
-_UPSERT_STAGED = """
-INSERT INTO view_rows (ns_id, output_id, partition, family, item, location, day, version, present,
-                       envelope, applied_offset)
-SELECT %s, * FROM pg_temp.amends_stage_view_rows
-ON CONFLICT (ns_id, output_id) DO UPDATE
-SET partition = excluded.partition, version = excluded.version, present = excluded.present,
-    envelope = excluded.envelope, applied_offset = excluded.applied_offset
-"""
-COPY_MIN_ROWS = 32
-"""From this many stored rows a batch goes through binary COPY into a session staging table:
-psycopg builds array parameters element by element in Python (about 2 ms per 1,000 rows of
-ten columns), COPY rows in C (under 1 ms). Fewer rows keep the single array statement."""
 
 _LOOKUP_ROWS = """
 SELECT v.envelope FROM unnest(%b::text[]) AS i(id)
@@ -360,8 +351,8 @@ class PgViewStore:
         if conn is not self._staged:
             conn.execute(_CREATE_STAGE)
             created = conn
-        with conn.cursor().copy(_COPY_STAGE) as cp:
-            cp.set_types(list(_VIEW_ROW_TYPES))
+        with conn.cursor().copy(VIEW_ROWS_STAGE.copy_statement()) as cp:
+            cp.set_types(list(VIEW_ROWS_STAGE.types))
             for row in rows:
                 cp.write_row(row)
         conn.execute(_UPSERT_STAGED, (self.ns_id,))
