@@ -27,6 +27,14 @@ Where the time goes: each latency sample also records when the worker's
 commit (the partition's frontier past the record) and the relay's
 acknowledgement (its acknowledged sequence reaching the worker's) were first
 seen, so the hops are reported as well (p50 from produce).
+
+Where the CPU goes (real broker, Linux): around each bulk load the driver reads
+the CPU time the kernel accounted to every process of the pipeline (each role,
+each role's PostgreSQL backends by application name, the broker's JVM, the
+driver itself with its backend, PostgreSQL's other processes) and the whole
+machine's busy time, and reports them per 1,000 records. Their sum over the
+machine's CPUs is the rate the pipeline could reach if every CPU were busy with
+it all the time: a ceiling no tuning of waits or batch sizes can pass.
 """
 
 from __future__ import annotations
@@ -119,23 +127,112 @@ class Measured:
     """The machine's 1-minute load average when the run started and when it ended."""
     hops_ms: list[tuple[float, float]] = field(default_factory=list)
     """Per latency sample: ms until the worker's commit and the relay's acknowledgement were seen."""
+    cpu_ms: dict[str, float] = field(default_factory=dict)
+    """CPU ms per 1,000 bulk records by process (``CPU_PARTS``); empty where not measured."""
+    busy_cpus: float = 0.0
+    """The machine's CPUs busy on average during the bulk load (0 where not measured)."""
 
     def p(self, q: float) -> float:
         return statistics.median(self.latency_ms) if q == 0.5 else percentile(self.latency_ms, q)
 
 
 @contextmanager
-def _broker(kind: str, tmp: Path) -> Iterator[tuple[str, dict[str, str]]]:
-    """(bootstrap, environment) of a fresh broker of ``kind``; topics exist or provision creates them."""
+def _broker(kind: str, tmp: Path) -> Iterator[tuple[str, dict[str, str], int | None]]:
+    """(bootstrap, environment, process ID of the real broker's JVM or None) of a fresh broker
+    of ``kind``; topics exist or provision creates them."""
     if kind == "mock":
         with DevBroker(topics={SOURCE: 1, OUTPUT: 1}, workdir=tmp) as dev:
-            yield dev.bootstrap, dict(dev.env())
+            yield dev.bootstrap, dict(dev.env()), None
         return
     real = RealBroker(tmp / "kafka").start()
     try:
-        yield real.bootstrap, real.env()
+        yield real.bootstrap, real.env(), real.pid
     finally:
         real.stop()
+
+
+CPU_PARTS = (
+    "worker", "worker's PostgreSQL backends", "relay", "relay's PostgreSQL backends",
+    "view", "view's PostgreSQL backends", "Kafka broker", "driver and its backend",
+    "PostgreSQL, other processes",
+)
+"""Where a bulk load's CPU time is accounted, one row each."""
+_ROLES = ("worker", "relay", "view")
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _proc(pid: int, name: str) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/{name}").read_text()
+    except OSError:
+        return None
+
+
+def _process_cpu_s(pid: int) -> float | None:
+    """User plus system CPU seconds of a process, all its threads (Linux ``/proc``)."""
+    stat = _proc(pid, "stat")
+    if stat is None:
+        return None
+    f = stat.rsplit(")", 1)[1].split()  # fields from the state on: utime and stime are 11, 12
+    return (int(f[11]) + int(f[12])) / _TICK
+
+
+def _machine_busy_s() -> float | None:
+    """CPU seconds the whole machine spent busy (user, nice, system, interrupts) since boot."""
+    try:
+        first = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+    except OSError:
+        return None
+    t = [int(x) for x in first[1:8]]  # user nice system idle iowait irq softirq
+    return (t[0] + t[1] + t[2] + t[5] + t[6]) / _TICK
+
+
+@dataclass(frozen=True)
+class _CpuAccount:
+    """Which process is which part of the pipeline, for ``CPU_PARTS``."""
+
+    conn: psycopg.Connection
+    roles: RoleProcesses
+    broker_pid: int
+
+    def snapshot(self) -> tuple[dict[int, tuple[str, float]], float] | None:
+        busy = _machine_busy_s()
+        if busy is None:
+            return None
+        parts = {self.roles.procs[r].pid: r for r in _ROLES}
+        parts[self.broker_pid] = "Kafka broker"
+        parts[os.getpid()] = parts[self.conn.info.backend_pid] = "driver and its backend"
+        for pid, app in self.conn.execute("SELECT pid, application_name FROM pg_stat_activity"):
+            role = next((r for r in _ROLES if (app or "").startswith(f"amends-{r}")), None)
+            if role is not None and pid not in parts:
+                parts[pid] = f"{role}'s PostgreSQL backends"
+        for entry in os.scandir("/proc"):
+            if entry.name.isdigit() and int(entry.name) not in parts:
+                if (_proc(int(entry.name), "comm") or "").strip() == "postgres":
+                    parts[int(entry.name)] = "PostgreSQL, other processes"
+        out: dict[int, tuple[str, float]] = {}
+        for pid, part in parts.items():
+            if part.endswith("PostgreSQL backends") and (_proc(pid, "comm") or "").strip() != "postgres":
+                continue  # a backend of a server on another machine: its pid means nothing here
+            t = _process_cpu_s(pid)
+            if t is not None:
+                out[pid] = (part, t)
+        return out, busy
+
+
+def _cpu_used(
+    a: tuple[dict[int, tuple[str, float]], float] | None,
+    b: tuple[dict[int, tuple[str, float]], float] | None,
+    bulk: int,
+    wall_s: float,
+) -> tuple[dict[str, float], float]:
+    """CPU ms per 1,000 records by part between two snapshots, and the machine's busy CPUs."""
+    if a is None or b is None:
+        return {}, 0.0
+    per = dict.fromkeys(CPU_PARTS, 0.0)
+    for pid, (part, t) in b[0].items():
+        per[part] += t - a[0].get(pid, (part, 0.0))[1]  # a process started meanwhile: all of it
+    return {k: v * 1e6 / bulk for k, v in per.items()}, (b[1] - a[1]) / wall_s
 
 
 
@@ -160,7 +257,7 @@ def _measure(kind: str, samples: int, bulk: int, warmup: int, tree: Path | None)
     # another checkout's provision migrates the schema itself: its code refuses newer migrations
     with tempfile.TemporaryDirectory() as tmp_s, scratch_schema(dsn, "bench_e2e", migrated=tree is None) as schema:
         tmp = Path(tmp_s)
-        with _broker(kind, tmp) as (bootstrap, benv):
+        with _broker(kind, tmp) as (bootstrap, benv, broker_pid):
             cfg_path = tmp / "config.json"
             cfg_path.write_text(json.dumps(CONFIG))
             env = dict(benv, AMENDS_PG_DSN=dsn, AMENDS_PG_SCHEMA=schema)
@@ -172,19 +269,26 @@ def _measure(kind: str, samples: int, bulk: int, warmup: int, tree: Path | None)
             )
             roles = RoleProcesses(env, cfg_path, tmp, BATCH)
             try:
-                return _drive(bootstrap, dsn, schema, roles, samples, bulk, warmup)
+                return _drive(bootstrap, dsn, schema, roles, samples, bulk, warmup, broker_pid)
             finally:
                 roles.stop()
 
 
-def _drive(bootstrap: str, dsn: str, schema: str, roles: RoleProcesses, samples: int, bulk: int, warmup: int) -> Measured:
-    """Both measurements; the producer is gone when this returns (before the broker stops)."""
+def _drive(
+    bootstrap: str, dsn: str, schema: str, roles: RoleProcesses, samples: int, bulk: int, warmup: int,
+    broker_pid: int | None = None,
+) -> Measured:
+    """Both measurements; the producer is gone when this returns (before the broker stops).
+
+    With the real broker's ``broker_pid`` the bulk load's CPU is accounted by process too.
+    """
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
         w = Writer(bootstrap, **{"linger.ms": 0})
         lat, hops = _latency(w, conn, roles, samples, warmup)
-        stages = _bulk(w, conn, roles, samples + warmup, bulk)
-    return Measured(lat, bulk, *stages, hops_ms=hops)
+        cpu = None if broker_pid is None else _CpuAccount(conn, roles, broker_pid)
+        worker_s, relay_s, view_s, cpu_ms, busy = _bulk(w, conn, roles, samples + warmup, bulk, cpu)
+    return Measured(lat, bulk, worker_s, relay_s, view_s, hops_ms=hops, cpu_ms=cpu_ms, busy_cpus=busy)
 
 
 def _latency(
@@ -228,11 +332,16 @@ def _latency(
     return lat, hops
 
 
-def _bulk(w: Writer, conn: psycopg.Connection, roles: RoleProcesses, start: int, bulk: int) -> tuple[float, float, float]:
+def _bulk(
+    w: Writer, conn: psycopg.Connection, roles: RoleProcesses, start: int, bulk: int,
+    cpu: _CpuAccount | None = None,
+) -> tuple[float, float, float, dict[str, float], float]:
+    """Seconds until the worker, the relay and the view had everything; CPU by part, busy CPUs."""
     w.delivered.clear()
     # Encoded before the clock starts: the run times the pipeline, not the driver's JSON.
     values = [value(i) for i in range(start, start + bulk)]
     key = KEY.transport_key()
+    before = None if cpu is None else cpu.snapshot()
     t0 = time.perf_counter()
     for v in values:
         w.produce(SOURCE, 0, v, key)
@@ -251,7 +360,8 @@ def _bulk(w: Writer, conn: psycopg.Connection, roles: RoleProcesses, start: int,
         if worker_s is not None and relay_s is None and (row[2] or 0) >= row[1]:
             relay_s = now
         if worker_s is not None and relay_s is not None and _visible(conn, start + bulk - 1):
-            return worker_s, relay_s, now
+            after = None if cpu is None else cpu.snapshot()
+            return worker_s, relay_s, now, *_cpu_used(before, after, bulk, now)
         if now > 600:
             roles.check()
             msg = "the bulk load was not visible after 600 s"
@@ -329,6 +439,7 @@ def figures(got: dict[str, list[Measured]], samples: int, bulk: int, warmup: int
         [m.view_s / r.view_s for r, m in zip(got["real"], got["mock"], strict=True)],
         "x", same,
     ))
+    out += cpu_figures(got["real"], bulk)
     for kind in BROKERS:
         if all(m.hops_ms for m in got[kind]):
             for i, hop in enumerate(("worker's commit", "relay's acknowledgement")):
@@ -337,6 +448,40 @@ def figures(got: dict[str, list[Measured]], samples: int, bulk: int, warmup: int
                     [statistics.median(h[i] for h in m.hops_ms) for m in got[kind]], "ms",
                     f"{per_run}: where the latency goes (the view's row above is the whole way)",
                 ))
+    return out
+
+
+def cpu_figures(real: list[Measured], bulk: int) -> list[Figure]:
+    """Where the bulk load's CPU went on the real broker, and the ceiling it sets (see the module text)."""
+    if not real or not all(m.cpu_ms for m in real):
+        return []
+    ncpu = os.cpu_count() or 1
+    cond = (
+        f"{bulk:,} new records, first produce to last row visible, {BROKER_TEXT['real']};"
+        " CPU time the kernel accounted to the processes, per 1,000 records"
+    )
+    out: list[Figure] = []
+    for part in CPU_PARTS:
+        xs = [m.cpu_ms[part] for m in real]
+        if min(xs) > 0:  # below the kernel's accounting tick in some run: counted in the sum only
+            out.append(figure(GROUP, f"bulk CPU per 1,000 records: {part} (real broker)", xs, "ms", cond))
+    totals = [sum(m.cpu_ms.values()) for m in real]
+    if min(totals) > 0:
+        out.append(figure(
+            GROUP, "bulk CPU per 1,000 records: the whole pipeline (real broker)", totals, "ms",
+            f"{cond}; every row above plus any too small to list",
+        ))
+        out.append(figure(
+            GROUP, "bulk ceiling with every CPU busy (real broker)", [ncpu * 1e6 / t for t in totals], "records/s",
+            f"{ncpu} CPUs over the whole pipeline's CPU time per record: what these processes could reach"
+            " if every CPU worked for them all the time, whatever their waits and batch sizes",
+        ))
+    busy = [m.busy_cpus for m in real]
+    if min(busy) > 0:
+        out.append(figure(
+            GROUP, "bulk: CPUs busy, whole machine (real broker)", busy, "CPUs",
+            f"of {ncpu}: the kernel's busy time (user, system, interrupts) over the bulk load's wall time",
+        ))
     return out
 
 

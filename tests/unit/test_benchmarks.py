@@ -117,3 +117,38 @@ def test_a_default_run_keeps_the_opt_in_suites_figures_with_when_they_were_measu
     text = md.read_text()
     assert "from an earlier run started 2026-02-02 00:00 UTC" in text and "| verify memory | peak | 5.00 |" in text
     assert carried_over(js, ("no such group",)) == ([], [])
+
+
+def test_bulk_cpu_is_the_difference_per_process_and_a_process_started_meanwhile_counts_whole() -> None:
+    from benchmarks.e2e_bench import _cpu_used
+
+    before = ({10: ("worker", 5.0), 11: ("Kafka broker", 100.0), 12: ("relay", 1.0)}, 40.0)
+    after = ({10: ("worker", 5.5), 11: ("Kafka broker", 100.25), 13: ("relay", 0.25)}, 41.5)
+    per, busy = _cpu_used(before, after, bulk=1000, wall_s=1.0)
+    assert per["worker"] == 500.0  # 0.5 s over 1,000 records: 500 ms per 1,000
+    assert per["Kafka broker"] == 250.0
+    assert per["relay"] == 250.0  # pid 12 gone (not counted), pid 13 new (all of it)
+    assert per["view"] == 0.0 and busy == 1.5
+    assert _cpu_used(None, after, bulk=1000, wall_s=1.0) == ({}, 0.0)
+
+
+def test_bulk_cpu_rows_list_each_part_the_whole_and_the_ceiling_it_sets() -> None:
+    import os
+
+    from benchmarks.e2e_bench import CPU_PARTS, Measured, cpu_figures
+
+    def run(scale: float) -> Measured:
+        cpu = {part: scale * (i + 1) for i, part in enumerate(CPU_PARTS)}
+        cpu["relay's PostgreSQL backends"] = 0.0 if scale == 1.0 else 1.0  # below the tick in one run
+        return Measured([1.0], 1000, 1.0, 1.0, 1.0, cpu_ms=cpu, busy_cpus=1.5 * scale)
+
+    runs = [run(1.0), run(2.0)]
+    rows = {f.name: f for f in cpu_figures(runs, bulk=1000)}
+    assert rows["bulk CPU per 1,000 records: worker (real broker)"].median == 1.5  # 1 and 2
+    assert "bulk CPU per 1,000 records: relay's PostgreSQL backends (real broker)" not in rows
+    whole = [sum(m.cpu_ms.values()) for m in runs]
+    assert rows["bulk CPU per 1,000 records: the whole pipeline (real broker)"].median == sum(whole) / 2
+    ceiling = rows["bulk ceiling with every CPU busy (real broker)"]
+    assert (ceiling.low, ceiling.high) == ((os.cpu_count() or 1) * 1e6 / whole[1], (os.cpu_count() or 1) * 1e6 / whole[0])
+    assert rows["bulk: CPUs busy, whole machine (real broker)"].median == 2.25
+    assert cpu_figures([Measured([1.0], 1000, 1.0, 1.0, 1.0)], bulk=1000) == []  # mock or not Linux
