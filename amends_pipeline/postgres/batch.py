@@ -41,11 +41,13 @@ from amends_pipeline.postgres.sql import (
     COPY_MIN_ROWS,
     CREATE_STAGING,
     INSERT_QUARANTINE,
+    KEY_DAYS,
     LOAD_IDENTITY_BELOW,
     LOCK_PARTITION,
     MEASURE,
     OBSERVATIONS,
     OUTBOX,
+    OUTPUTS,
     PRUNE_MEASUREMENTS,
     UPSERTS,
 )
@@ -176,6 +178,8 @@ def guard_ownership(
 @dataclass(slots=True)
 class _DirtyDays:
     from_day: int
+    committed_last: int | None
+    """The key's last committed day (before this batch): ``key_days`` has no row after it."""
     removed: set[int] = field(default_factory=set)
 
 
@@ -214,6 +218,8 @@ class ProcessingTx:
         self._obs: list[tuple[Any, ...]] = []
         self._days: dict[int, _DirtyDays] = {}
         self._outputs: dict[OutputID, Envelope] = {}
+        self._new_outputs: set[OutputID] = set()
+        """Output IDs without a row in ``outputs`` before this batch."""
         self._outbox: list[OutboxRow] = []
         self._rejections: list[Rejection] = []
         self._first: int | None = None
@@ -343,6 +349,7 @@ class ProcessingTx:
         Rejected = process.Rejected
         observation_row = codec.observation_row
         obs_rows, outbox, mine, dirty_days = self._obs, self._outbox, self._outputs, self._days
+        new_outputs = self._new_outputs
         for r in records:
             c = r.coords
             check_coordinates(r, source=src, partition=p, frontier=self.next)
@@ -381,7 +388,9 @@ class ProcessingTx:
                 if rep is not None:
                     dirty = dirty_days.get(kid)
                     if dirty is None:
-                        dirty = dirty_days[kid] = _DirtyDays(rep.from_day)
+                        # the first change of the key's days in this batch: ``st`` is as committed
+                        last = st.days[-1] if st.days else None
+                        dirty = dirty_days[kid] = _DirtyDays(rep.from_day, last)
                     elif rep.from_day < dirty.from_day:
                         dirty.from_day = rep.from_day
                     if rep.old_days != rep.days:
@@ -397,6 +406,8 @@ class ProcessingTx:
                         seq += 1
                         outbox.append(OutboxRow(p, seq, env))
                         oid = env.output_id
+                        if oid not in outputs:  # the cache holds every output of a loaded key
+                            new_outputs.add(oid)
                         outputs[oid] = env
                         mine[oid] = env
                     self.sequence = seq
@@ -412,18 +423,36 @@ class ProcessingTx:
         keys = self._cache.keys
         kc_by_id = ctx.configs_by_id
         day_rows: list[tuple[Any, ...]] = []
+        new_days: list[tuple[Any, ...]] = []
         deleted: list[tuple[int, int]] = []
         for kid, dirty in self._days.items():
             st = keys[kc_by_id[kid].key]
             start = bisect.bisect_left(st.days, dirty.from_day)
-            day_rows.extend(codec.day_rows(kid, st, start))
+            rows = codec.day_rows(kid, st, start)
+            last = dirty.committed_last
+            cut = 0 if last is None else bisect.bisect_right(st.days, last, lo=start) - start
+            day_rows.extend(rows[:cut])
+            new_days.extend(rows[cut:])
             if dirty.removed:
                 final = set(st.days[start:])
                 deleted.extend((kid, d) for d in dirty.removed if d not in final)
         key_ids = ctx.key_ids
-        out_rows = [codec.output_row(key_ids[oid.key], env) for oid, env in self._outputs.items()]
+        new_outputs = self._new_outputs
+        out_rows: list[tuple[Any, ...]] = []
+        new_out: list[tuple[Any, ...]] = []
+        for oid, env in self._outputs.items():
+            (new_out if oid in new_outputs else out_rows).append(codec.output_row(key_ids[oid.key], env))
+        # Rows that cannot exist yet (days after a key's last committed day, output IDs never
+        # published) go straight into their tables by COPY when there are enough of them;
+        # everything else is upserted. A few new rows ride along with the upserts instead.
+        if len(new_days) < COPY_MIN_ROWS:
+            day_rows += new_days
+            new_days = []
+        if len(new_out) < COPY_MIN_ROWS:
+            out_rows += new_out
+            new_out = []
         outbox = [(ns_id, p, r.sequence, r.envelope.to_bytes()) for r in self._outbox]
-        appends = [(OBSERVATIONS, self._obs), (OUTBOX, outbox)]
+        appends = [(OBSERVATIONS, self._obs), (OUTBOX, outbox), (KEY_DAYS, new_days), (OUTPUTS, new_out)]
         upserts = [
             (sink, rows, staged_stmt, unnest_stmt)
             for (sink, staged_stmt, unnest_stmt), rows in zip(

@@ -132,6 +132,11 @@ _STAGE_OUTPUTS = Sink(
     ("int8", "int2", "int4", "int8", "bool", "int8", "int8", "text", "text", "int8", "text",
      "int8"),
 )
+KEY_DAYS = Sink(sql.Identifier("key_days"), _STAGE_DAYS.columns, _STAGE_DAYS.types)
+"""Days a batch adds after a key's last committed day: rows that cannot exist yet, so COPY
+goes straight into the table (no staging, no conflict check)."""
+OUTPUTS = Sink(sql.Identifier("outputs"), _STAGE_OUTPUTS.columns, _STAGE_OUTPUTS.types)
+"""Output IDs a batch publishes for the first time, straight into the table likewise."""
 
 VIEW_ROWS_STAGE = Sink(
     _stage("amends_stage_view_rows"),

@@ -223,3 +223,86 @@ def test_large_batches_take_the_copy_path_with_identical_results(open_store, mon
     a, c = arrays.snapshot(), copied.snapshot()
     assert a.keys == c.keys
     assert len(c.outbox[0]) == len(a.outbox[0]) > 64
+
+
+def _tables(admin, namespace: str) -> tuple[list[tuple], list[tuple]]:
+    """key_days and outputs of one namespace, keys named instead of numbered."""
+    days = admin.execute(
+        "SELECT k.item, k.location, d.day, d.total, d.active_count, d.close, d.alert"
+        " FROM key_days d JOIN stock_keys k USING (key_id) JOIN namespaces n USING (ns_id)"
+        " WHERE n.name = %s ORDER BY 1, 2, 3", (namespace,),
+    ).fetchall()
+    outs = admin.execute(
+        "SELECT k.item, k.location, o.family, o.day, o.version, o.present, o.close, o.threshold,"
+        " o.status, o.reasons, o.cause_offset, o.cause_txn_id, o.cause_revision"
+        " FROM outputs o JOIN stock_keys k USING (key_id) JOIN namespaces n USING (ns_id)"
+        " WHERE n.name = %s ORDER BY 1, 2, 3, 4", (namespace,),
+    ).fetchall()
+    return days, outs
+
+
+def test_rows_that_cannot_exist_yet_go_straight_in_and_the_tables_equal_upserting_everything(
+    open_store, admin, monkeypatch
+):
+    """New days after a key's last committed day and never-published output IDs are copied
+    straight into their tables; the result must be what upserting every row gives, with
+    corrections, a day inserted before the last one and a day added then removed in the
+    same batch."""
+    from amends_pipeline.postgres import batch as pg_batch
+
+    cfg = b.config([(b.K1, 1_000, 950, 0), (b.K2, 1_000, 990, 0)])
+    first = [b.txn(f"E{k}{d}", qty=-3, valid=b.day(d), key=key) for d in range(2, 81, 2) for k, key in ((1, b.K1), (2, b.K2))]
+    second = [b.txn(f"N{k}{d}", qty=-2, valid=b.day(d), key=key) for d in range(81, 141) for k, key in ((1, b.K1), (2, b.K2))]
+    second += [
+        b.txn("E110", 2, "AMEND", qty=-40, valid=b.day(10), key=b.K1),  # a correction: every later day
+        b.txn("M1", qty=-1, valid=b.day(33), key=b.K1),  # a day before the last committed one
+        b.txn("N1100", 2, "CANCEL", qty=0, valid=b.day(100), key=b.K1),  # added and removed in the batch
+        b.txn("E22", 2, "AMEND", qty=-3, valid=b.day(150), key=b.K2),  # moves a committed day past the end
+    ]
+    recs = b.records(first + second)
+    cut = len(first)
+
+    def run(namespace: str) -> tuple[list[tuple], list[tuple]]:
+        store = open_store(cfg.with_namespace(namespace))
+        tok = store.claim(0)
+        store.process(tok, 0, recs[:cut])
+        store.process(tok, cut, recs[cut:])
+        return _tables(admin, namespace)
+
+    calls: list[int] = []
+    real_write = pg_batch.ProcessingTx._write
+
+    def counting(self, conn):
+        calls.append(len(self._new_outputs))
+        return real_write(self, conn)
+
+    monkeypatch.setattr(pg_batch.ProcessingTx, "_write", counting)
+    direct = run("direct")
+    assert calls[1] >= pg_batch.COPY_MIN_ROWS  # the second batch took the direct route
+    # Now every row counts as possibly existing: no day is after the last committed one and
+    # no output ID is new, so everything is upserted.
+    real_dirty, real_init = pg_batch._DirtyDays, pg_batch.ProcessingTx.__init__
+
+    class NeverNew(set):
+        def add(self, _oid) -> None:
+            pass
+
+    def init(self, *a, **kw):
+        real_init(self, *a, **kw)
+        self._new_outputs = NeverNew()
+
+    monkeypatch.setattr(pg_batch, "_DirtyDays", lambda from_day, _last: real_dirty(from_day, 10**9))
+    monkeypatch.setattr(pg_batch.ProcessingTx, "__init__", init)
+    calls.clear()
+    upserted = run("upserted")
+    assert calls == [0, 0]
+    assert direct == upserted
+    from amends_core import timefmt
+
+    def n(d: int) -> int:
+        return timefmt.parse_rfc3339(b.day(d)) // timefmt.NS_PER_DAY
+
+    days = {(r[0], r[2]) for r in direct[0]}
+    assert ("PART-1", n(100)) not in days and ("PART-1", n(33)) in days
+    assert ("PART-2", n(150)) in days and ("PART-2", n(2)) not in days
+    assert len(direct[1]) > 2 * pg_batch.COPY_MIN_ROWS
