@@ -88,3 +88,23 @@ def test_only_a_kafka_broker_counts_as_answering_waiting_fetches_early(
         assert r.answers_waiting_fetches()
     with DevBroker(topics={"t": 1}, workdir=tmp_path) as dev, Reader(dev.bootstrap, "t") as r:
         assert not r.answers_waiting_fetches()
+
+
+def test_every_delivery_report_is_in_by_the_flush_however_seldom_produce_polls(
+    kafka_broker: RealBroker, topic_name: Callable[[str], str]
+) -> None:
+    """The writer serves delivery reports every POLL_EVERY messages and at each flush: a
+    count that is no multiple of it still has every report, in order, after the flush."""
+    from amends_pipeline.kafka.topics import POLL_EVERY
+
+    t = topic_name("t")
+    kafka_broker.create_topic(t, 1)
+    n = 2 * POLL_EVERY + 345
+    w = Writer(kafka_broker.bootstrap)
+    for i in range(n):
+        w.produce(t, 0, f"m{i}".encode(), None)
+    w.flush()
+    assert w.delivered == [(0, i) for i in range(n)]
+    w.produce(t, 0, b"one more", None)  # fewer than POLL_EVERY since the last poll
+    w.flush()
+    assert w.delivered[-1] == (0, n)
