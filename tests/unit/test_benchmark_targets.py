@@ -108,3 +108,23 @@ def test_the_scaling_target_says_where_the_cpus_went_with_two_workers() -> None:
     assert scaling[5] == "with 2 workers: workers 1.50, PostgreSQL 0.40, whole machine 1.98 CPUs busy"
     without = row(section([fig("durable", "2 partitions / 1 partition", 1.2, "x")]), "3. all workers, 2 partitions / 1 partition")
     assert without[5] == ""
+
+
+def test_the_bulk_target_says_what_cpu_the_pipeline_needs_and_the_ceiling_it_sets() -> None:
+    bulk = "5. end to end in bulk (real broker)"
+    lines = section([
+        fig("end to end", "bulk records through worker, relay and view (real broker)", 15_000.0, "records/s"),
+        fig("end to end", "now / before, bulk records/s (real broker)", 3.5, "x"),
+        fig("end to end", "bulk ceiling with every CPU busy (real broker)", 19_500.0, "records/s"),
+        fig("end to end", "bulk CPU per 1,000 records: the whole pipeline (real broker)", 102.6, "ms"),
+        fig("end to end", "bulk: CPUs busy, whole machine (real broker)", 1.52, "CPUs"),
+    ])
+    got = row(lines, bulk)
+    assert got[1] == "15,000 records/s"
+    assert got[5] == (
+        "not met; now / before 3.50x; 103 ms of CPU per 1,000 records over all processes: at most"
+        " 19,500 records/s with every CPU busy; 1.52 CPUs were busy"
+    )
+    alone = row(section([fig("end to end", "bulk records through worker, relay and view (real broker)", 21_000.0,
+                             "records/s")]), bulk)
+    assert alone[5] == "met"
