@@ -62,7 +62,16 @@ from amends_pipeline.kafka.topics import Writer
 from amends_pipeline.postgres.connection import dsn_from_env
 from amends_pipeline.postgres.migrate import scratch_schema
 from amends_pipeline.roles.steps import BATCH_SIZE
-from benchmarks.harness import Figure, RoleProcesses, figure, in_tree_env
+from benchmarks.harness import (
+    Figure,
+    RoleProcesses,
+    figure,
+    in_tree_env,
+    machine_busy_s,
+    pids_named,
+    process_cpu_s,
+    process_name,
+)
 
 AMENDS = str(Path(sys.executable).with_name("amends"))
 KEY = StockKey("LAT-ITEM", "DC-1")
@@ -158,35 +167,6 @@ CPU_PARTS = (
 )
 """Where a bulk load's CPU time is accounted, one row each."""
 _ROLES = ("worker", "relay", "view")
-_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-
-def _proc(pid: int, name: str) -> str | None:
-    try:
-        return Path(f"/proc/{pid}/{name}").read_text()
-    except OSError:
-        return None
-
-
-def _process_cpu_s(pid: int) -> float | None:
-    """User plus system CPU seconds of a process, all its threads (Linux ``/proc``)."""
-    stat = _proc(pid, "stat")
-    if stat is None:
-        return None
-    f = stat.rsplit(")", 1)[1].split()  # fields from the state on: utime and stime are 11, 12
-    return (int(f[11]) + int(f[12])) / _TICK
-
-
-def _machine_busy_s() -> float | None:
-    """CPU seconds the whole machine spent busy (user, nice, system, interrupts) since boot."""
-    try:
-        first = Path("/proc/stat").read_text().split("\n", 1)[0].split()
-    except OSError:
-        return None
-    t = [int(x) for x in first[1:8]]  # user nice system idle iowait irq softirq
-    return (t[0] + t[1] + t[2] + t[5] + t[6]) / _TICK
-
-
 @dataclass(frozen=True)
 class _CpuAccount:
     """Which process is which part of the pipeline, for ``CPU_PARTS``."""
@@ -196,7 +176,7 @@ class _CpuAccount:
     broker_pid: int
 
     def snapshot(self) -> tuple[dict[int, tuple[str, float]], float] | None:
-        busy = _machine_busy_s()
+        busy = machine_busy_s()
         if busy is None:
             return None
         parts = {self.roles.procs[r].pid: r for r in _ROLES}
@@ -206,15 +186,13 @@ class _CpuAccount:
             role = next((r for r in _ROLES if (app or "").startswith(f"amends-{r}")), None)
             if role is not None and pid not in parts:
                 parts[pid] = f"{role}'s PostgreSQL backends"
-        for entry in os.scandir("/proc"):
-            if entry.name.isdigit() and int(entry.name) not in parts:
-                if (_proc(int(entry.name), "comm") or "").strip() == "postgres":
-                    parts[int(entry.name)] = "PostgreSQL, other processes"
+        for pid in pids_named("postgres"):
+            parts.setdefault(pid, "PostgreSQL, other processes")
         out: dict[int, tuple[str, float]] = {}
         for pid, part in parts.items():
-            if part.endswith("PostgreSQL backends") and (_proc(pid, "comm") or "").strip() != "postgres":
+            if part.endswith("PostgreSQL backends") and process_name(pid) != "postgres":
                 continue  # a backend of a server on another machine: its pid means nothing here
-            t = _process_cpu_s(pid)
+            t = process_cpu_s(pid)
             if t is not None:
                 out[pid] = (part, t)
         return out, busy

@@ -196,6 +196,62 @@ def carried_over(json_path: Path, groups: Sequence[str]) -> tuple[list[Figure], 
     return kept, [{**u, "groups": [g for g in u["groups"] if g in found], "earlier": True} for u in measured]
 
 
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+"""Units per second of the CPU times in ``/proc/stat`` and ``/proc/<pid>/stat``."""
+
+
+def proc_text(pid: int, name: str) -> str | None:
+    """``/proc/<pid>/<name>``, or None when the process is gone (or this is not Linux)."""
+    try:
+        return Path(f"/proc/{pid}/{name}").read_text()
+    except OSError:
+        return None
+
+
+def process_name(pid: int) -> str | None:
+    """The command name the kernel keeps for a process (``comm``), or None when it is gone."""
+    comm = proc_text(pid, "comm")
+    return None if comm is None else comm.strip()
+
+
+def pids_named(name: str) -> list[int]:
+    """Process IDs whose command name is ``name`` (every PostgreSQL process: ``postgres``)."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    return [int(e) for e in entries if e.isdigit() and process_name(int(e)) == name]
+
+
+def process_cpu_s(pid: int) -> float | None:
+    """User plus system CPU seconds of a process and all its threads, or None when it is gone.
+
+    The one per-process CPU reading of every benchmark: the kernel's
+    accounting in ticks (``CLOCK_TICKS`` per second), whole process.
+    """
+    stat = proc_text(pid, "stat")
+    if stat is None:
+        return None
+    f = stat.rsplit(")", 1)[1].split()  # fields from the state on: utime and stime are 11, 12
+    return (int(f[11]) + int(f[12])) / CLOCK_TICKS
+
+
+def machine_busy_s() -> float | None:
+    """CPU seconds the whole machine has been busy since boot, or None off Linux.
+
+    The one definition of "busy" of every benchmark: user, nice, system,
+    interrupts and soft interrupts. Idle, waiting for I/O and stolen time
+    (a hypervisor running someone else) are not busy: the machine did not
+    work for anyone here in them.
+    """
+    try:
+        first = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+        t = [int(x) for x in first[1:8]]  # user nice system idle iowait irq softirq
+    except (OSError, ValueError):
+        return None
+    return (t[0] + t[1] + t[2] + t[5] + t[6]) / CLOCK_TICKS
+
+
 class RoleProcesses:
     """The three long-running roles (``amends role worker|relay|view``) as processes of a
     benchmark, stderr to one log file each."""

@@ -38,7 +38,7 @@ from amends_pipeline.postgres.connection import dsn_from_env
 from amends_pipeline.postgres.migrate import scratch_schema
 from amends_pipeline.postgres.store import PgStore
 from amends_pipeline.roles import collector
-from benchmarks.harness import Figure, figure, run_in_tree
+from benchmarks.harness import Figure, figure, machine_busy_s, pids_named, process_cpu_s, run_in_tree
 
 SOURCE = "bench-source"
 ORIGIN = timefmt.parse_rfc3339("2020-01-01T00:00:00Z")
@@ -236,33 +236,20 @@ def before_after(baseline: Path, runs: int) -> list[Figure]:
 
 @dataclass(frozen=True)
 class CpuSample:
-    """CPU seconds since boot: the machine busy, the machine in all, and each PostgreSQL process."""
+    """CPU seconds since boot: the machine busy, and each PostgreSQL process (``benchmarks.harness``'s
+    readings, the same as every benchmark's)."""
 
     busy: float
-    total: float
     postgres: dict[int, float]
 
     @staticmethod
     def take() -> CpuSample | None:
         """A sample from Linux's /proc (None elsewhere)."""
-        try:
-            ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
-        except (OSError, ValueError):
+        busy = machine_busy_s()
+        if busy is None:
             return None
-        hz = os.sysconf("SC_CLK_TCK")
-        postgres: dict[int, float] = {}
-        for d in Path("/proc").iterdir():
-            if not d.name.isdigit():
-                continue
-            try:
-                if (d / "comm").read_text().strip() != "postgres":
-                    continue
-                on_cpu_ns = int((d / "schedstat").read_text().split()[0])  # nanoseconds, unlike stat's ticks
-            except (OSError, ValueError, IndexError):
-                continue  # exited meanwhile, or no schedstat
-            postgres[int(d.name)] = on_cpu_ns / 1e9
-        idle = ticks[3] + ticks[4]  # idle, iowait
-        return CpuSample((sum(ticks) - idle) / hz, sum(ticks) / hz, postgres)
+        postgres = {pid: t for pid in pids_named("postgres") if (t := process_cpu_s(pid)) is not None}
+        return CpuSample(busy, postgres)
 
     def postgres_since(self, earlier: CpuSample) -> float:
         """PostgreSQL's CPU seconds between the samples (a process that exited in between is missed)."""

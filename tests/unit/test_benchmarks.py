@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 from benchmarks import core_bench
@@ -152,3 +156,41 @@ def test_bulk_cpu_rows_list_each_part_the_whole_and_the_ceiling_it_sets() -> Non
     assert (ceiling.low, ceiling.high) == ((os.cpu_count() or 1) * 1e6 / whole[1], (os.cpu_count() or 1) * 1e6 / whole[0])
     assert rows["bulk: CPUs busy, whole machine (real broker)"].median == 2.25
     assert cpu_figures([Measured([1.0], 1000, 1.0, 1.0, 1.0)], bulk=1000) == []  # mock or not Linux
+
+
+def _spin(seconds: float) -> None:
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+
+
+def test_process_cpu_reading_agrees_with_the_kernels_times_call_and_a_gone_process_reads_none() -> None:
+    from benchmarks.harness import CLOCK_TICKS, process_cpu_s
+
+    def times_s() -> float:
+        t = os.times()
+        return t.user + t.system
+
+    before, ref_before = process_cpu_s(os.getpid()), times_s()
+    _spin(0.3)
+    after, ref_after = process_cpu_s(os.getpid()), times_s()
+    assert before is not None and after is not None
+    tick = 1 / CLOCK_TICKS
+    assert abs(after - ref_after) <= 2 * tick and abs(before - ref_before) <= 2 * tick
+    assert after - before >= 0.3 - 2 * tick
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    assert process_cpu_s(gone.pid) is None
+
+
+def test_machine_busy_counts_at_least_this_process_work_and_names_find_processes() -> None:
+    from benchmarks.harness import CLOCK_TICKS, machine_busy_s, pids_named, process_name
+
+    busy0, own0 = machine_busy_s(), time.process_time()
+    _spin(0.3)
+    busy1, own1 = machine_busy_s(), time.process_time()
+    assert busy0 is not None and busy1 is not None
+    assert busy1 - busy0 >= (own1 - own0) - 2 / CLOCK_TICKS  # the machine did at least what we did
+    name = process_name(os.getpid())
+    assert name and os.getpid() in pids_named(name)
+    assert pids_named("no-such-process-name-amends") == []
