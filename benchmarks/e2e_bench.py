@@ -70,7 +70,6 @@ from benchmarks.harness import (
     machine_busy_s,
     pids_named,
     process_cpu_s,
-    process_name,
 )
 
 AMENDS = str(Path(sys.executable).with_name("amends"))
@@ -186,11 +185,12 @@ class _CpuAccount:
             role = next((r for r in _ROLES if (app or "").startswith(f"amends-{r}")), None)
             if role is not None and pid not in parts:
                 parts[pid] = f"{role}'s PostgreSQL backends"
-        for pid in pids_named("postgres"):
+        local = set(pids_named("postgres"))
+        for pid in local:
             parts.setdefault(pid, "PostgreSQL, other processes")
         out: dict[int, tuple[str, float]] = {}
         for pid, part in parts.items():
-            if part.endswith("PostgreSQL backends") and process_name(pid) != "postgres":
+            if part.endswith("PostgreSQL backends") and pid not in local:
                 continue  # a backend of a server on another machine: its pid means nothing here
             t = process_cpu_s(pid)
             if t is not None:
