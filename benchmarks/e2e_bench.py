@@ -6,9 +6,13 @@ and the three roles (``amends role worker|relay|view``) as separate processes:
 * latency at low load: one new record at a time (each on a new day, so it
   creates exactly one new balance row); latency is from the producer's
   delivery report to that row being visible in the PostgreSQL view;
-* bulk: a backlog of new records produced at once; records/s from the first
-  produce to the last row visible in the view, with the moments the worker and
-  the relay had caught up (their cumulative rates).
+* bulk: new records produced at once while the roles run; records/s from the
+  first produce to the last row visible in the view, with the moments the
+  worker and the relay had caught up (their cumulative rates);
+* backlog (real broker): the same number of new records already waiting in the
+  source topic when the worker starts on them (it is paused with SIGSTOP while
+  the driver produces them, resumed with SIGCONT when the clock starts): the
+  rate of a replay, with no producer competing for this machine's CPUs.
 
 Brokers: librdkafka's mock cluster (``DevBroker``, what the benchmark used so
 far) and the real Apache Kafka broker (``RealBroker``: single KRaft node on
@@ -41,6 +45,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -120,6 +125,17 @@ def percentile(xs: list[float], q: float) -> float:
 
 
 @dataclass(frozen=True)
+class Drain:
+    """A backlog already in the source topic, drained from the worker's resume."""
+
+    worker_s: float
+    relay_s: float
+    view_s: float
+    cpu_ms: dict[str, float] = field(default_factory=dict)
+    busy_cpus: float = 0.0
+
+
+@dataclass(frozen=True)
 class Measured:
     """One run on one broker."""
 
@@ -139,6 +155,8 @@ class Measured:
     """CPU ms per 1,000 bulk records by process (``CPU_PARTS``); empty where not measured."""
     busy_cpus: float = 0.0
     """The machine's CPUs busy on average during the bulk load (0 where not measured)."""
+    backlog: Drain | None = None
+    """The backlog drain (real broker only; None where not measured)."""
 
     def p(self, q: float) -> float:
         return statistics.median(self.latency_ms) if q == 0.5 else percentile(self.latency_ms, q)
@@ -213,13 +231,6 @@ def _cpu_used(
     return {k: v * 1e6 / bulk for k, v in per.items()}, (b[1] - a[1]) / wall_s
 
 
-
-
-def _visible(conn: psycopg.Connection, i: int) -> bool:
-    oid = OutputID(str(CONFIG["namespace"]), Family.BALANCE, KEY, ORIGIN_DAY + i).encoded
-    return conn.execute("SELECT 1 FROM view_rows WHERE output_id = %s", (oid,)).fetchone() is not None
-
-
 def measure(kind: str, samples: int, bulk: int, warmup: int = 5, tree: Path | None = None) -> Measured:
     """One run on a fresh broker of ``kind`` ("mock" or "real") and a fresh schema.
 
@@ -266,7 +277,19 @@ def _drive(
         lat, hops = _latency(w, conn, roles, samples, warmup)
         cpu = None if broker_pid is None else _CpuAccount(conn, roles, broker_pid)
         worker_s, relay_s, view_s, cpu_ms, busy = _bulk(w, conn, roles, samples + warmup, bulk, cpu)
-    return Measured(lat, bulk, worker_s, relay_s, view_s, hops_ms=hops, cpu_ms=cpu_ms, busy_cpus=busy)
+        backlog = None
+        if cpu is not None:  # the mock cluster would not retain a second bulk (MOCK_PARTITION_BYTES)
+            backlog = Drain(*_bulk(w, conn, roles, samples + warmup + bulk, bulk, cpu, paused=True))
+    return Measured(
+        lat, bulk, worker_s, relay_s, view_s, hops_ms=hops, cpu_ms=cpu_ms, busy_cpus=busy, backlog=backlog
+    )
+
+
+def _ns_id(conn: psycopg.Connection) -> int:
+    """The benchmark's one namespace (its scratch schema holds no other)."""
+    row = conn.execute("SELECT ns_id FROM partitions").fetchone()
+    assert row is not None
+    return int(row[0])
 
 
 def _latency(
@@ -276,6 +299,7 @@ def _latency(
     were first seen (ms after the same start): where the time goes, hop by hop."""
     lat: list[float] = []
     hops: list[tuple[float, float]] = []
+    ns_id = _ns_id(conn)
     for i in range(samples + warmup):
         w.delivered.clear()
         w.produce(SOURCE, 0, value(i), KEY.transport_key())
@@ -288,8 +312,8 @@ def _latency(
         while True:
             row = conn.execute(
                 "SELECT p.next_offset, p.last_sequence, coalesce(r.acked_sequence, 0),"
-                " EXISTS (SELECT 1 FROM view_rows WHERE output_id = %s)"
-                " FROM partitions p LEFT JOIN relay_progress r USING (ns_id, partition)", (oid,),
+                " EXISTS (SELECT 1 FROM view_rows v WHERE v.ns_id = %s AND v.output_id = %s)"
+                " FROM partitions p LEFT JOIN relay_progress r USING (ns_id, partition)", (ns_id, oid),
             ).fetchone()
             assert row is not None
             now = (time.perf_counter() - t0) * 1000
@@ -312,39 +336,65 @@ def _latency(
 
 def _bulk(
     w: Writer, conn: psycopg.Connection, roles: RoleProcesses, start: int, bulk: int,
-    cpu: _CpuAccount | None = None,
+    cpu: _CpuAccount | None = None, *, paused: bool = False,
 ) -> tuple[float, float, float, dict[str, float], float]:
-    """Seconds until the worker, the relay and the view had everything; CPU by part, busy CPUs."""
+    """Seconds until the worker, the relay and the view had everything; CPU by part, busy CPUs.
+
+    ``paused``: the worker is stopped (SIGSTOP) while the records are produced
+    and the clock starts when it resumes (SIGCONT): a backlog drained.
+    """
     w.delivered.clear()
     # Encoded before the clock starts: the run times the pipeline, not the driver's JSON.
     values = [value(i) for i in range(start, start + bulk)]
     key = KEY.transport_key()
-    before = None if cpu is None else cpu.snapshot()
-    t0 = time.perf_counter()
-    for v in values:
-        w.produce(SOURCE, 0, v, key)
-    w.flush()
+    worker = roles.procs["worker"].pid
+    ns_id = _ns_id(conn)
+    last = OutputID(str(CONFIG["namespace"]), Family.BALANCE, KEY, ORIGIN_DAY + start + bulk - 1).encoded
+    if paused:
+        os.kill(worker, signal.SIGSTOP)
+    try:
+        if not paused:
+            before = None if cpu is None else cpu.snapshot()
+            t0 = time.perf_counter()
+        for v in values:
+            w.produce(SOURCE, 0, v, key)
+        w.flush()
+    finally:
+        if paused:
+            before = None if cpu is None else cpu.snapshot()
+            t0 = time.perf_counter()
+            os.kill(worker, signal.SIGCONT)
     end = max(off for _, off in w.delivered) + 1
     worker_s = relay_s = None
     while True:
+        # One statement per poll: the driver's own CPU competes with the pipeline for the machine.
+        row = conn.execute(_PROGRESS, (ns_id, last)).fetchone()
         now = time.perf_counter() - t0
-        row = conn.execute(
-            "SELECT p.next_offset, p.last_sequence, r.acked_sequence FROM partitions p"
-            " LEFT JOIN relay_progress r USING (ns_id, partition)"
-        ).fetchone()
         assert row is not None
         if worker_s is None and row[0] >= end:
             worker_s = now
         if worker_s is not None and relay_s is None and (row[2] or 0) >= row[1]:
             relay_s = now
-        if worker_s is not None and relay_s is not None and _visible(conn, start + bulk - 1):
+        if worker_s is not None and relay_s is not None and row[3]:
             after = None if cpu is None else cpu.snapshot()
             return worker_s, relay_s, now, *_cpu_used(before, after, bulk, now)
         if now > 600:
             roles.check()
             msg = "the bulk load was not visible after 600 s"
             raise TimeoutError(msg)
-        time.sleep(0.005)
+        # Coarse while the worker still reads (its moment to 20 ms, about 1% of a bulk), fine
+        # for the end: polling every 5 ms throughout took ~5% of a CPU from the pipeline.
+        time.sleep(0.02 if worker_s is None else 0.005)
+
+
+_PROGRESS = (
+    "SELECT p.next_offset, p.last_sequence, r.acked_sequence,"
+    " EXISTS (SELECT 1 FROM view_rows v WHERE v.ns_id = %s AND v.output_id = %s)"
+    " FROM partitions p LEFT JOIN relay_progress r USING (ns_id, partition)"
+)
+"""The worker's frontier and last outbox sequence, the relay's acknowledged sequence, and
+whether a given row is visible in the view (by the whole primary key as
+constants: correlated with ``p.ns_id`` the planner scans the whole table on every poll)."""
 
 
 def run(
@@ -418,6 +468,7 @@ def figures(got: dict[str, list[Measured]], samples: int, bulk: int, warmup: int
         "x", same,
     ))
     out += cpu_figures(got["real"], bulk)
+    out += backlog_figures(got["real"], bulk)
     for kind in BROKERS:
         if all(m.hops_ms for m in got[kind]):
             for i, hop in enumerate(("worker's commit", "relay's acknowledgement")):
@@ -433,7 +484,6 @@ def cpu_figures(real: list[Measured], bulk: int) -> list[Figure]:
     """Where the bulk load's CPU went on the real broker, and the ceiling it sets (see the module text)."""
     if not real or not all(m.cpu_ms for m in real):
         return []
-    ncpu = os.cpu_count() or 1
     cond = (
         f"{bulk:,} new records, first produce to last row visible, {BROKER_TEXT['real']};"
         " CPU time the kernel accounted to the processes, per 1,000 records"
@@ -443,24 +493,55 @@ def cpu_figures(real: list[Measured], bulk: int) -> list[Figure]:
         xs = [m.cpu_ms[part] for m in real]
         if min(xs) > 0:  # below the kernel's accounting tick in some run: counted in the sum only
             out.append(figure(GROUP, f"bulk CPU per 1,000 records: {part} (real broker)", xs, "ms", cond))
-    totals = [sum(m.cpu_ms.values()) for m in real]
+    whole = f"{cond}; every row above plus any too small to list"
+    return out + _whole("bulk", [m.cpu_ms for m in real], [m.busy_cpus for m in real], whole)
+
+
+def _whole(what: str, cpu: list[dict[str, float]], busy: list[float], cond: str) -> list[Figure]:
+    """For ``what`` ("bulk", "backlog"): the whole pipeline's CPU per 1,000 records, the ceiling
+    that sets on this machine, and the CPUs the machine kept busy."""
+    ncpu = os.cpu_count() or 1
+    out: list[Figure] = []
+    totals = [sum(c.values()) for c in cpu]
     if min(totals) > 0:
         out.append(figure(
-            GROUP, "bulk CPU per 1,000 records: the whole pipeline (real broker)", totals, "ms",
-            f"{cond}; every row above plus any too small to list",
+            GROUP, f"{what} CPU per 1,000 records: the whole pipeline (real broker)", totals, "ms", cond,
+            worker_ms=statistics.median(c["worker"] for c in cpu),
         ))
         out.append(figure(
-            GROUP, "bulk ceiling with every CPU busy (real broker)", [ncpu * 1e6 / t for t in totals], "records/s",
+            GROUP, f"{what} ceiling with every CPU busy (real broker)", [ncpu * 1e6 / t for t in totals], "records/s",
             f"{ncpu} CPUs over the whole pipeline's CPU time per record: what these processes could reach"
             " if every CPU worked for them all the time, whatever their waits and batch sizes",
         ))
-    busy = [m.busy_cpus for m in real]
     if min(busy) > 0:
         out.append(figure(
-            GROUP, "bulk: CPUs busy, whole machine (real broker)", busy, "CPUs",
-            f"of {ncpu}: the kernel's busy time (user, system, interrupts) over the bulk load's wall time",
+            GROUP, f"{what}: CPUs busy, whole machine (real broker)", busy, "CPUs",
+            f"of {ncpu}: the kernel's busy time (user, system, interrupts) over the {what}'s wall time",
         ))
     return out
+
+
+def backlog_figures(real: list[Measured], bulk: int) -> list[Figure]:
+    """The backlog drain on the real broker: its rate, its CPU per record, the CPUs it kept busy."""
+    drains = [m.backlog for m in real]
+    if not drains or any(d is None for d in drains):
+        return []
+    ds = [d for d in drains if d is not None]
+    cond = (
+        f"{bulk:,} new records (one new balance each) already in the source topic, produced while the"
+        f" worker was paused (SIGSTOP), from its resume (SIGCONT) to the last row visible, {_batch_text()},"
+        f" {BROKER_TEXT['real']}: a replay, with no producer on this machine"
+    )
+    out = [figure(
+        GROUP, "backlog drained through worker, relay and view (real broker)",
+        [bulk / d.view_s for d in ds], "records/s", cond,
+        worker_rps=statistics.median(bulk / d.worker_s for d in ds),
+        relay_rps=statistics.median(bulk / d.relay_s for d in ds),
+    )]
+    return out + _whole(
+        "backlog", [d.cpu_ms for d in ds], [d.busy_cpus for d in ds],
+        f"{bulk:,} records drained; CPU time the kernel accounted to every process of the pipeline, as for the bulk",
+    )
 
 
 def before_after(

@@ -52,6 +52,7 @@ class Figure:
             "p99": ("p99", "{:.0f} ms"),
             "worker_rps": ("worker caught up at", "{:,.0f} records/s"),
             "relay_rps": ("relay at", "{:,.0f} records/s"),
+            "worker_ms": ("of which the worker process", "{:.1f} ms"),
         }
         more = "".join(
             f"; {labels[k][0]} {labels[k][1].format(v)}" for k, v in self.extra.items() if k in labels

@@ -154,6 +154,9 @@ def _bulk_cpu(find: Find) -> str:
             f"{whole.median:.0f} ms of CPU per 1,000 records over all processes: at most"
             f" {ceiling.median:,.0f} records/s with every CPU busy; {busy.median:.2f} CPUs were busy"
         )
+    drained = find("end to end", "backlog drained through worker, relay and view (real broker)")
+    if drained is not None:
+        said.append(f"a backlog with no producer on the machine drained at {drained.median:,.0f} records/s")
     return "; ".join(said)
 
 

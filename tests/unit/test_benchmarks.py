@@ -158,6 +158,43 @@ def test_bulk_cpu_rows_list_each_part_the_whole_and_the_ceiling_it_sets() -> Non
     assert cpu_figures([Measured([1.0], 1000, 1.0, 1.0, 1.0)], bulk=1000) == []  # mock or not Linux
 
 
+def test_backlog_rows_are_the_drain_rate_its_cpu_and_ceiling_and_absent_when_a_run_has_none() -> None:
+    import os
+
+    from benchmarks.e2e_bench import CPU_PARTS, Drain, Measured, backlog_figures
+
+    def run(view_s: float, worker_ms: float) -> Measured:
+        cpu = dict.fromkeys(CPU_PARTS, 10.0)
+        cpu["worker"] = worker_ms
+        return Measured([1.0], 1000, 9.0, 9.0, 9.0, backlog=Drain(0.5, 0.75, view_s, cpu_ms=cpu, busy_cpus=1.25))
+
+    runs = [run(1.0, 40.0), run(0.5, 60.0)]
+    rows = {f.name: f for f in backlog_figures(runs, bulk=1000)}
+    rate = rows["backlog drained through worker, relay and view (real broker)"]
+    assert (rate.low, rate.high) == (1000.0, 2000.0)  # from the drain's own clock, not the bulk's 9 s
+    assert rate.extra["worker_rps"] == 2000.0 and rate.extra["relay_rps"] == 1000 / 0.75
+    whole = rows["backlog CPU per 1,000 records: the whole pipeline (real broker)"]
+    parts_but_worker = 10.0 * (len(CPU_PARTS) - 1)
+    assert (whole.low, whole.high) == (parts_but_worker + 40.0, parts_but_worker + 60.0)
+    assert whole.extra["worker_ms"] == 50.0
+    ceiling = rows["backlog ceiling with every CPU busy (real broker)"]
+    assert ceiling.high == (os.cpu_count() or 1) * 1e6 / (parts_but_worker + 40.0)
+    assert rows["backlog: CPUs busy, whole machine (real broker)"].median == 1.25
+    assert backlog_figures([runs[0], Measured([1.0], 1000, 1.0, 1.0, 1.0)], bulk=1000) == []
+
+
+def test_the_bulk_verdict_names_the_backlog_rate_when_it_was_measured() -> None:
+    from benchmarks.harness import figure
+    from benchmarks.targets import _bulk_cpu, finder
+
+    rows = [figure("end to end", "now / before, bulk records/s (real broker)", [3.5], "x", "c")]
+    assert "backlog" not in _bulk_cpu(finder(rows))
+    rows.append(figure("end to end", "backlog drained through worker, relay and view (real broker)", [17_250.0],
+                       "records/s", "c"))
+    said = _bulk_cpu(finder(rows))
+    assert said.startswith("now / before 3.50x") and said.endswith("drained at 17,250 records/s")
+
+
 def _spin(seconds: float) -> None:
     end = time.process_time() + seconds
     while time.process_time() < end:
