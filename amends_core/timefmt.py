@@ -29,6 +29,8 @@ _CLOCK = re.compile(
     r"[Tt](?P<h>[0-9]{2}):(?P<mi>[0-9]{2}):(?P<s>[0-9]{2})(?:\.(?P<f>[0-9]+))?"
     r"(?:(?P<z>[Zz])|(?P<sign>[+-])(?P<oh>[0-9]{2}):(?P<om>[0-9]{2}))"
 )
+_DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+"""Strict ``YYYY-MM-DD`` (compiled once: every output ID's day is parsed by relay and view)."""
 _dates_seen: dict[str, int] = {}
 """Date parts (``YYYY-MM-DD``) of timestamps already parsed in full, and their day numbers."""
 _DATES_REMEMBERED = 4096
@@ -125,7 +127,7 @@ def format_day(day: int) -> str:
 
 def parse_day(text: str) -> int:
     """Inverse of format_day for strict ``YYYY-MM-DD`` text."""
-    if not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", text):
+    if _DAY.fullmatch(text) is None:
         msg = f"not a YYYY-MM-DD day: {text[:32]!r}"
         raise ValueError(msg)
     return date.fromisoformat(text).toordinal() - _EPOCH_ORDINAL

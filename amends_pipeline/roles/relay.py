@@ -61,6 +61,8 @@ class _KeyOfEnvelope(msgspec.Struct, gc=False):
 
 
 _KEY_OF_ENVELOPE = msgspec.json.Decoder(_KeyOfEnvelope, strict=True)
+_FAMILY_VALUES = frozenset(f.value for f in Family)
+"""What ``Family(...)`` accepts, checked without building the member (once per outbox row)."""
 
 
 def output_key(envelope: bytes) -> bytes:
@@ -80,7 +82,9 @@ def output_key(envelope: bytes) -> bytes:
         sk = oid.stock_key
         if oid.day is not None:
             parse_day(oid.day)
-        key = output_id_text(oid.namespace, Family(oid.family).value, sk.item, sk.location, oid.day)
+        if oid.family not in _FAMILY_VALUES:
+            raise ValueError(oid.family)  # the strict decoder words it
+        key = output_id_text(oid.namespace, oid.family, sk.item, sk.location, oid.day)
     except (ValueError, msgspec.DecodeError):  # ValidationError included
         dec = wire.decode_envelope(envelope)
         if isinstance(dec, wire.DecodeError):

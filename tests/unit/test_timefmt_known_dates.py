@@ -82,3 +82,23 @@ def test_the_memory_of_dates_is_bounded() -> None:
     for day in range(timefmt._DATES_REMEMBERED + 10):
         timefmt.parse_rfc3339(timefmt.format_day(day) + "T00:00:00Z")
     assert len(timefmt._dates_seen) <= timefmt._DATES_REMEMBERED
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["2024-1-01", "2024-01-01 ", " 2024-01-01", "２０２４-01-01", "2024/01/01", "20240101", "2024-01-01T00:00:00Z"],
+)
+def test_a_day_is_exactly_four_two_and_two_ascii_digits(text: str) -> None:
+    with pytest.raises(ValueError, match="not a YYYY-MM-DD day"):
+        timefmt.parse_day(text)
+
+
+@pytest.mark.parametrize("text", ["2024-02-30", "2023-02-29", "2024-13-01", "2024-00-10", "0000-01-01"])
+def test_a_day_of_the_right_shape_that_no_calendar_has_is_refused(text: str) -> None:
+    with pytest.raises(ValueError):
+        timefmt.parse_day(text)
+
+
+@pytest.mark.parametrize("day", [timefmt.MIN_DAY, -1, 0, 19_723, timefmt.MAX_DAY])
+def test_parse_day_inverts_format_day(day: int) -> None:
+    assert timefmt.parse_day(timefmt.format_day(day)) == day

@@ -243,3 +243,15 @@ def test_an_output_id_with_a_lone_surrogate_is_refused_by_the_relay_with_a_reaso
     assert raw != BALANCE
     with pytest.raises(OperationError, match="lone surrogate"):
         output_key(raw)
+
+
+def test_an_unknown_family_is_refused_by_the_relay_with_the_strict_decoders_reason() -> None:
+    """The relay checks the family by its value, without building the enum member: a name
+    that differs only in case is still refused, in the strict decoder's words."""
+    from amends_core.errors import OperationError
+    from amends_pipeline.roles.relay import output_key
+
+    raw = BALANCE.replace(b'"family":"balance"', b'"family":"Balance"')
+    assert raw != BALANCE
+    with pytest.raises(OperationError, match="unknown family or type: 'Balance' is not a valid Family"):
+        output_key(raw)
