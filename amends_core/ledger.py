@@ -469,7 +469,8 @@ class OutputID:
     def encoded(self) -> str:
         day = None if self.day is None else timefmt.format_day(self.day)
         k = self.key
-        return output_id_text(self.namespace, self.family.value, k.item, k.location, day)
+        # The member is its own value (a StrEnum): ``.value`` would only add a descriptor call.
+        return output_id_text(self.namespace, self.family, k.item, k.location, day)
 
     def to_json(self) -> dict[str, Any]:
         return {
