@@ -254,6 +254,11 @@ without repeats.
 """
 
 
+_ID_CHARS_FIT = limits.MAX_ID_BYTES // 4
+"""Identifiers of at most this many characters fit ``MAX_ID_BYTES`` whatever they hold: UTF-8
+needs at most 4 bytes a character (a fast route's text is valid UTF-8: no lone surrogate)."""
+
+
 def _fits_identifier(v: str) -> bool:
     return (len(v) if v.isascii() else len(v.encode("utf-8"))) <= limits.MAX_ID_BYTES
 
@@ -292,7 +297,14 @@ def _fast_transaction(raw: bytes) -> Transaction | None:
     k = t.stock_key
     if (
         raw.count(b'"') != _FAST_QUOTES
-        or not (_fits_identifier(t.txn_id) and _fits_identifier(k.item) and _fits_identifier(k.location))
+        or not (
+            (
+                len(t.txn_id) <= _ID_CHARS_FIT
+                and len(k.item) <= _ID_CHARS_FIT
+                and len(k.location) <= _ID_CHARS_FIT
+            )
+            or (_fits_identifier(t.txn_id) and _fits_identifier(k.item) and _fits_identifier(k.location))
+        )
     ):
         return None
     try:
