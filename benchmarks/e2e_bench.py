@@ -12,7 +12,11 @@ and the three roles (``amends role worker|relay|view``) as separate processes:
 * backlog (real broker): the same number of new records already waiting in the
   source topic when the worker starts on them (it is paused with SIGSTOP while
   the driver produces them, resumed with SIGCONT when the clock starts): the
-  rate of a replay, with no producer competing for this machine's CPUs.
+  rate of a replay, with no producer competing for this machine's CPUs;
+* bulk and backlog spread over ``SPREAD`` source partitions (real broker), one
+  key and one worker, relay and view process per partition: how the pipeline
+  scales with its unit of parallelism, measured right after the single
+  partition's run.
 
 Brokers: librdkafka's mock cluster (``DevBroker``, what the benchmark used so
 far) and the real Apache Kafka broker (``RealBroker``: single KRaft node on
@@ -51,7 +55,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -67,6 +71,7 @@ from amends_pipeline.kafka.topics import Writer
 from amends_pipeline.postgres.connection import dsn_from_env
 from amends_pipeline.postgres.migrate import scratch_schema
 from amends_pipeline.roles.steps import BATCH_SIZE
+from benchmarks import targets
 from benchmarks.harness import (
     Figure,
     RoleProcesses,
@@ -84,6 +89,23 @@ CONFIG = {
     "origin": "2000-01-01T00:00:00Z",
     "keys": [{"item": KEY.item, "location": KEY.location, "opening_balance": 10**12, "reorder_threshold": 0, "partition": 0}],
 }
+
+
+def keys_for(partitions: int) -> list[StockKey]:
+    """One key per source partition: ``KEY`` on partition 0, then one more key each."""
+    return [KEY, *(StockKey(f"{KEY.item}-{p}", KEY.location) for p in range(1, partitions))]
+
+
+def config_for(partitions: int) -> dict[str, object]:
+    """``CONFIG`` with ``partitions`` source partitions and ``keys_for(partitions)``, key p on partition p."""
+    if partitions == 1:
+        return CONFIG
+    return dict(CONFIG, partitions=partitions, keys=[
+        {"item": k.item, "location": k.location, "opening_balance": 10**12, "reorder_threshold": 0, "partition": p}
+        for p, k in enumerate(keys_for(partitions))
+    ])
+
+
 ORIGIN = timefmt.parse_rfc3339("2000-01-01T00:00:00Z")
 ORIGIN_DAY = ORIGIN // timefmt.NS_PER_DAY
 SOURCE, OUTPUT = "amends-source", "amends-output"
@@ -102,10 +124,11 @@ MOCK_PARTITION_BYTES = 5 * 1024 * 1024
 GROUP = "end to end"
 
 
-def value(i: int) -> bytes:
+def value(i: int, key: StockKey = KEY) -> bytes:
+    """The ``i``-th new record of ``key``: day ``i`` after the origin, one new balance row."""
     return json.dumps({
         "txn_id": f"T{i}", "revision": 1, "kind": "NEW",
-        "stock_key": {"item": KEY.item, "location": KEY.location},
+        "stock_key": {"item": key.item, "location": key.location},
         "valid_time": timefmt.format_instant(ORIGIN + i * timefmt.NS_PER_DAY), "qty": -1,
         "source_time": "2000-01-01T00:00:00Z",
     }, separators=(",", ":")).encode()
@@ -157,17 +180,19 @@ class Measured:
     """The machine's CPUs busy on average during the bulk load (0 where not measured)."""
     backlog: Drain | None = None
     """The backlog drain (real broker only; None where not measured)."""
+    partitions: int = 1
+    """Source partitions, each with a worker, a relay and a view process of its own when above 1."""
 
     def p(self, q: float) -> float:
         return statistics.median(self.latency_ms) if q == 0.5 else percentile(self.latency_ms, q)
 
 
 @contextmanager
-def _broker(kind: str, tmp: Path) -> Iterator[tuple[str, dict[str, str], int | None]]:
+def _broker(kind: str, tmp: Path, partitions: int = 1) -> Iterator[tuple[str, dict[str, str], int | None]]:
     """(bootstrap, environment, process ID of the real broker's JVM or None) of a fresh broker
     of ``kind``; topics exist or provision creates them."""
     if kind == "mock":
-        with DevBroker(topics={SOURCE: 1, OUTPUT: 1}, workdir=tmp) as dev:
+        with DevBroker(topics={SOURCE: partitions, OUTPUT: partitions}, workdir=tmp) as dev:
             yield dev.bootstrap, dict(dev.env()), None
         return
     real = RealBroker(tmp / "kafka").start()
@@ -196,7 +221,7 @@ class _CpuAccount:
         busy = machine_busy_s()
         if busy is None:
             return None
-        parts = {self.roles.procs[r].pid: r for r in _ROLES}
+        parts = {pid: r for r in _ROLES for pid in self.roles.pids(r)}
         parts[self.broker_pid] = "Kafka broker"
         parts[os.getpid()] = parts[self.conn.info.backend_pid] = "driver and its backend"
         for pid, app in self.conn.execute("SELECT pid, application_name FROM pg_stat_activity"):
@@ -231,24 +256,28 @@ def _cpu_used(
     return {k: v * 1e6 / bulk for k, v in per.items()}, (b[1] - a[1]) / wall_s
 
 
-def measure(kind: str, samples: int, bulk: int, warmup: int = 5, tree: Path | None = None) -> Measured:
+def measure(
+    kind: str, samples: int, bulk: int, warmup: int = 5, tree: Path | None = None, partitions: int = 1
+) -> Measured:
     """One run on a fresh broker of ``kind`` ("mock" or "real") and a fresh schema.
 
     ``tree``: run the roles (and provision) of that checkout instead of this one's.
+    ``partitions`` above 1: that many source partitions, one key and one process of each
+    role per partition; the bulk is spread evenly over them (latency stays on partition 0).
     """
     load0 = os.getloadavg()[0]
-    m = _measure(kind, samples, bulk, warmup, tree)
+    m = _measure(kind, samples, bulk, warmup, tree, partitions)
     return replace(m, load=(load0, os.getloadavg()[0]))
 
 
-def _measure(kind: str, samples: int, bulk: int, warmup: int, tree: Path | None) -> Measured:
+def _measure(kind: str, samples: int, bulk: int, warmup: int, tree: Path | None, partitions: int) -> Measured:
     dsn = dsn_from_env()
     # another checkout's provision migrates the schema itself: its code refuses newer migrations
     with tempfile.TemporaryDirectory() as tmp_s, scratch_schema(dsn, "bench_e2e", migrated=tree is None) as schema:
         tmp = Path(tmp_s)
-        with _broker(kind, tmp) as (bootstrap, benv, broker_pid):
+        with _broker(kind, tmp, partitions) as (bootstrap, benv, broker_pid):
             cfg_path = tmp / "config.json"
-            cfg_path.write_text(json.dumps(CONFIG))
+            cfg_path.write_text(json.dumps(config_for(partitions)))
             env = dict(benv, AMENDS_PG_DSN=dsn, AMENDS_PG_SCHEMA=schema)
             if tree is not None:
                 env = in_tree_env(tree, env)
@@ -256,16 +285,16 @@ def _measure(kind: str, samples: int, bulk: int, warmup: int, tree: Path | None)
                 [AMENDS, "provision", "--config", str(cfg_path), "--source-topic", SOURCE, "--output-topic", OUTPUT],
                 env=env, check=True, capture_output=True,
             )
-            roles = RoleProcesses(env, cfg_path, tmp, BATCH)
+            roles = RoleProcesses(env, cfg_path, tmp, BATCH, None if partitions == 1 else partitions)
             try:
-                return _drive(bootstrap, dsn, schema, roles, samples, bulk, warmup, broker_pid)
+                return _drive(bootstrap, dsn, schema, roles, samples, bulk, warmup, broker_pid, partitions)
             finally:
                 roles.stop()
 
 
 def _drive(
     bootstrap: str, dsn: str, schema: str, roles: RoleProcesses, samples: int, bulk: int, warmup: int,
-    broker_pid: int | None = None,
+    broker_pid: int | None = None, partitions: int = 1,
 ) -> Measured:
     """Both measurements; the producer is gone when this returns (before the broker stops).
 
@@ -276,18 +305,24 @@ def _drive(
         w = Writer(bootstrap, **{"linger.ms": 0})
         lat, hops = _latency(w, conn, roles, samples, warmup)
         cpu = None if broker_pid is None else _CpuAccount(conn, roles, broker_pid)
-        worker_s, relay_s, view_s, cpu_ms, busy = _bulk(w, conn, roles, samples + warmup, bulk, cpu)
+        keys = keys_for(partitions)
+        start = samples + warmup
+        if partitions > 1:  # the latency samples warmed partition 0's roles only: warm every partition's
+            _bulk(w, conn, roles, start, warmup * partitions, None, keys)
+            start += warmup * partitions
+        worker_s, relay_s, view_s, cpu_ms, busy = _bulk(w, conn, roles, start, bulk, cpu, keys)
         backlog = None
         if cpu is not None:  # the mock cluster would not retain a second bulk (MOCK_PARTITION_BYTES)
-            backlog = Drain(*_bulk(w, conn, roles, samples + warmup + bulk, bulk, cpu, paused=True))
+            backlog = Drain(*_bulk(w, conn, roles, start + bulk, bulk, cpu, keys, paused=True))
     return Measured(
-        lat, bulk, worker_s, relay_s, view_s, hops_ms=hops, cpu_ms=cpu_ms, busy_cpus=busy, backlog=backlog
+        lat, bulk, worker_s, relay_s, view_s, hops_ms=hops, cpu_ms=cpu_ms, busy_cpus=busy, backlog=backlog,
+        partitions=partitions,
     )
 
 
 def _ns_id(conn: psycopg.Connection) -> int:
     """The benchmark's one namespace (its scratch schema holds no other)."""
-    row = conn.execute("SELECT ns_id FROM partitions").fetchone()
+    row = conn.execute("SELECT ns_id FROM partitions LIMIT 1").fetchone()
     assert row is not None
     return int(row[0])
 
@@ -336,65 +371,81 @@ def _latency(
 
 def _bulk(
     w: Writer, conn: psycopg.Connection, roles: RoleProcesses, start: int, bulk: int,
-    cpu: _CpuAccount | None = None, *, paused: bool = False,
+    cpu: _CpuAccount | None = None, keys: Sequence[StockKey] = (KEY,), *, paused: bool = False,
 ) -> tuple[float, float, float, dict[str, float], float]:
-    """Seconds until the worker, the relay and the view had everything; CPU by part, busy CPUs.
+    """Seconds until the workers, the relays and the views had everything; CPU by part, busy CPUs.
 
-    ``paused``: the worker is stopped (SIGSTOP) while the records are produced
-    and the clock starts when it resumes (SIGCONT): a backlog drained.
+    Record ``start + j`` goes to partition ``j % len(keys)`` with that partition's key.
+    ``paused``: the workers are stopped (SIGSTOP) while the records are produced and
+    the clock starts when they resume (SIGCONT): a backlog drained.
     """
     w.delivered.clear()
+    n = len(keys)
     # Encoded before the clock starts: the run times the pipeline, not the driver's JSON.
-    values = [value(i) for i in range(start, start + bulk)]
-    key = KEY.transport_key()
-    worker = roles.procs["worker"].pid
+    values = [(j % n, value(start + j, keys[j % n])) for j in range(bulk)]
+    tkeys = [k.transport_key() for k in keys]
+    workers = roles.pids("worker")
     ns_id = _ns_id(conn)
-    last = OutputID(str(CONFIG["namespace"]), Family.BALANCE, KEY, ORIGIN_DAY + start + bulk - 1).encoded
+    if bulk < n:
+        msg = f"a bulk of {bulk} cannot reach all {n} partitions"
+        raise ValueError(msg)
+    last = [  # the row of each partition's last record: j = p + n * ((bulk - 1 - p) // n)
+        OutputID(str(CONFIG["namespace"]), Family.BALANCE, keys[p], ORIGIN_DAY + start + p + n * ((bulk - 1 - p) // n)).encoded
+        for p in range(n)
+    ]
     if paused:
-        os.kill(worker, signal.SIGSTOP)
+        for pid in workers:
+            os.kill(pid, signal.SIGSTOP)
     try:
         if not paused:
             before = None if cpu is None else cpu.snapshot()
             t0 = time.perf_counter()
-        for v in values:
-            w.produce(SOURCE, 0, v, key)
+        for p, v in values:
+            w.produce(SOURCE, p, v, tkeys[p])
         w.flush()
     finally:
         if paused:
             before = None if cpu is None else cpu.snapshot()
             t0 = time.perf_counter()
-            os.kill(worker, signal.SIGCONT)
-    end = max(off for _, off in w.delivered) + 1
+            for pid in workers:
+                os.kill(pid, signal.SIGCONT)
+    end: dict[int, int] = {}
+    for p, off in w.delivered:
+        end[p] = max(end.get(p, 0), off + 1)
     worker_s = relay_s = None
     while True:
         # One statement per poll: the driver's own CPU competes with the pipeline for the machine.
-        row = conn.execute(_PROGRESS, (ns_id, last)).fetchone()
+        rows = conn.execute(_PROGRESS, (ns_id, last)).fetchall()
         now = time.perf_counter() - t0
-        assert row is not None
-        if worker_s is None and row[0] >= end:
+        if worker_s is None and all(nxt >= end.get(p, 0) for p, nxt, _, _, _ in rows):
             worker_s = now
-        if worker_s is not None and relay_s is None and (row[2] or 0) >= row[1]:
+        if worker_s is not None and relay_s is None and all((acked or 0) >= seq for _, _, seq, acked, _ in rows):
             relay_s = now
-        if worker_s is not None and relay_s is not None and row[3]:
+        if worker_s is not None and relay_s is not None and rows and rows[0][4] == n:
             after = None if cpu is None else cpu.snapshot()
             return worker_s, relay_s, now, *_cpu_used(before, after, bulk, now)
         if now > 600:
             roles.check()
             msg = "the bulk load was not visible after 600 s"
             raise TimeoutError(msg)
-        # Coarse while the worker still reads (its moment to 20 ms, about 1% of a bulk), fine
+        # Coarse while the workers still read (their moment to 20 ms, about 1% of a bulk), fine
         # for the end: polling every 5 ms throughout took ~5% of a CPU from the pipeline.
         time.sleep(0.02 if worker_s is None else 0.005)
 
 
 _PROGRESS = (
-    "SELECT p.next_offset, p.last_sequence, r.acked_sequence,"
-    " EXISTS (SELECT 1 FROM view_rows v WHERE v.ns_id = %s AND v.output_id = %s)"
+    "SELECT p.partition, p.next_offset, p.last_sequence, r.acked_sequence,"
+    " (SELECT count(*) FROM view_rows v WHERE v.ns_id = %s AND v.output_id = ANY(%s))"
     " FROM partitions p LEFT JOIN relay_progress r USING (ns_id, partition)"
 )
-"""The worker's frontier and last outbox sequence, the relay's acknowledged sequence, and
-whether a given row is visible in the view (by the whole primary key as
-constants: correlated with ``p.ns_id`` the planner scans the whole table on every poll)."""
+"""Per source partition: the worker's frontier and last outbox sequence, the relay's
+acknowledged sequence; and how many of the given rows the view holds (looked up by the
+whole primary key, ``ns_id`` a constant: correlated with ``p.ns_id`` the planner scanned
+the whole table on every poll)."""
+
+
+SPREAD = targets.SPREAD
+"""Source partitions of the partitioned bulk (real broker): one per CPU of the machines we measure on."""
 
 
 def run(
@@ -403,6 +454,8 @@ def run(
     """``runs`` alternating runs on each broker; figures are medians over runs (range min – max).
 
     With ``baseline`` each run measures that checkout's roles too (see the module text).
+    Each run also measures the bulk spread over ``SPREAD`` source partitions on the real
+    broker, right after the single partition's real-broker run.
     """
     # value, key and record overhead; the mock keeps ~4.5 MiB of small records (docs/devbroker.md)
     size = sum(len(value(i)) + 30 for i in range(samples + warmup + bulk))
@@ -415,6 +468,7 @@ def run(
         raise ValueError(msg)
     got: dict[str, list[Measured]] = {k: [] for k in BROKERS}
     before: dict[str, list[Measured]] = {k: [] for k in BROKERS}
+    spread: list[Measured] = []
     for n in range(runs):
         trees: list[tuple[Path | None, dict[str, list[Measured]]]] = [(None, got)]
         if baseline is not None:
@@ -422,7 +476,10 @@ def run(
         for kind in BROKERS if n % 2 == 0 else BROKERS[::-1]:
             for tree, into in trees:
                 into[kind].append(measure(kind, samples, bulk, warmup, tree))
+            if kind == "real":
+                spread.append(measure("real", 0, bulk, warmup, partitions=SPREAD))
     out = figures(got, samples, bulk, warmup)
+    out += partition_figures(got["real"], spread, bulk)
     if baseline is not None:
         out += before_after(got, before, baseline, samples, bulk, warmup)
     return out
@@ -516,7 +573,7 @@ def _whole(what: str, cpu: list[dict[str, float]], busy: list[float], cond: str)
     if min(busy) > 0:
         out.append(figure(
             GROUP, f"{what}: CPUs busy, whole machine (real broker)", busy, "CPUs",
-            f"of {ncpu}: the kernel's busy time (user, system, interrupts) over the {what}'s wall time",
+            f"of {ncpu}: the kernel's busy time (user, system, interrupts) over the wall time of the {what}",
         ))
     return out
 
@@ -542,6 +599,47 @@ def backlog_figures(real: list[Measured], bulk: int) -> list[Figure]:
         "backlog", [d.cpu_ms for d in ds], [d.busy_cpus for d in ds],
         f"{bulk:,} records drained; CPU time the kernel accounted to every process of the pipeline, as for the bulk",
     )
+
+
+def partition_figures(one: list[Measured], spread: list[Measured], bulk: int) -> list[Figure]:
+    """The bulk and the backlog spread over several source partitions (real broker), beside the
+    single partition of the same runs."""
+    if not spread:
+        return []
+    n = spread[0].partitions
+    cond = (
+        f"{bulk:,} new records spread evenly over {n} source partitions (one key each), one worker,"
+        f" relay and view process per partition, {_batch_text()}, first produce to last row visible,"
+        f" {BROKER_TEXT['real']}"
+    )
+    out = [figure(
+        GROUP, f"bulk records through worker, relay and view, {n} partitions (real broker)",
+        [bulk / m.view_s for m in spread], "records/s", cond,
+        worker_rps=statistics.median(bulk / m.worker_s for m in spread),
+        relay_rps=statistics.median(bulk / m.relay_s for m in spread),
+    )]
+    if len(one) == len(spread):
+        out.append(figure(
+            GROUP, f"{n} partitions / 1 partition, bulk records/s (real broker)",
+            [a.view_s / b.view_s for a, b in zip(one, spread, strict=True)], "x",
+            "per run, the single partition and the spread measured back to back",
+        ))
+    drains = [m.backlog for m in spread]
+    if all(d is not None for d in drains):
+        ds = [d for d in drains if d is not None]
+        out.append(figure(
+            GROUP, f"backlog drained through worker, relay and view, {n} partitions (real broker)",
+            [bulk / d.view_s for d in ds], "records/s",
+            f"{bulk:,} records waiting in {n} source partitions, every worker paused (SIGSTOP) while they"
+            " were produced, from their resume to the last row visible",
+            worker_rps=statistics.median(bulk / d.worker_s for d in ds),
+        ))
+    if all(m.cpu_ms for m in spread):
+        out += _whole(
+            f"bulk over {n} partitions", [m.cpu_ms for m in spread], [m.busy_cpus for m in spread],
+            f"{cond}; CPU time the kernel accounted to every process of the pipeline, per 1,000 records",
+        )
+    return out
 
 
 def before_after(

@@ -257,18 +257,39 @@ class RoleProcesses:
     """The three long-running roles (``amends role worker|relay|view``) as processes of a
     benchmark, stderr to one log file each."""
 
-    def __init__(self, env: dict[str, str], cfg: Path, tmp: Path, batch: int | None) -> None:
-        """``batch``: ``--batch-size`` of every role; None runs them with their own default."""
+    def __init__(
+        self, env: dict[str, str], cfg: Path, tmp: Path, batch: int | None, partitions: int | None = None
+    ) -> None:
+        """``batch``: ``--batch-size`` of every role; None runs them with their own default.
+
+        ``partitions``: one process of each role per partition (``--partition P``), named
+        ``role/P``; None: one process of each role serving every partition, named ``role``.
+        """
         amends = str(Path(sys.executable).with_name("amends"))
-        self.logs = {r: tmp / f"{r}.log" for r in ("worker", "relay", "view")}
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
         size = [] if batch is None else ["--batch-size", str(batch)]
-        for r, path in self.logs.items():
+        which: dict[str, list[str]] = {}
+        for r in ("worker", "relay", "view"):
+            if partitions is None:
+                which[r] = []
+            else:
+                which.update({f"{r}/{p}": ["--partition", str(p)] for p in range(partitions)})
+        self.logs = {name: tmp / f"{name.replace('/', '-')}.log" for name in which}
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        for name, path in self.logs.items():
             with open(path, "wb") as err:
-                self.procs[r] = subprocess.Popen(
-                    [amends, "role", r, "--config", str(cfg), "--quiet", *size],
+                self.procs[name] = subprocess.Popen(
+                    [amends, "role", self.role(name), "--config", str(cfg), "--quiet", *size, *which[name]],
                     env=env, stdout=subprocess.DEVNULL, stderr=err,
                 )
+
+    @staticmethod
+    def role(name: str) -> str:
+        """The role a process of ``procs`` runs: ``worker`` for ``worker`` and ``worker/1``."""
+        return name.split("/", 1)[0]
+
+    def pids(self, role: str) -> list[int]:
+        """Process IDs of every process running ``role``."""
+        return [p.pid for name, p in self.procs.items() if self.role(name) == role]
 
     def check(self) -> None:
         """RuntimeError naming the role and its last log lines if one has exited."""

@@ -195,6 +195,56 @@ def test_the_bulk_verdict_names_the_backlog_rate_when_it_was_measured() -> None:
     assert said.startswith("now / before 3.50x") and said.endswith("drained at 17,250 records/s")
 
 
+def test_partitioned_bulk_rows_compare_each_run_with_the_single_partition_of_the_same_run() -> None:
+    from benchmarks.e2e_bench import CPU_PARTS, Drain, Measured, partition_figures
+
+    def run(view_s: float, partitions: int, cpu: float = 10.0) -> Measured:
+        parts = dict.fromkeys(CPU_PARTS, cpu)
+        return Measured([1.0], 1000, view_s / 2, view_s / 1.5, view_s, cpu_ms=parts, busy_cpus=1.5,
+                        backlog=Drain(0.25, 0.3, 0.4, cpu_ms=parts, busy_cpus=1.75), partitions=partitions)
+
+    one = [run(1.0, 1), run(2.0, 1)]
+    two = [run(0.5, 2), run(1.0, 2, cpu=20.0)]
+    rows = {f.name: f for f in partition_figures(one, two, bulk=1000)}
+    bulk = rows["bulk records through worker, relay and view, 2 partitions (real broker)"]
+    assert (bulk.low, bulk.high) == (1000.0, 2000.0) and "2 source partitions" in bulk.conditions
+    ratio = rows["2 partitions / 1 partition, bulk records/s (real broker)"]
+    assert (ratio.low, ratio.high) == (2.0, 2.0)  # per run: 1.0/0.5 and 2.0/1.0
+    assert rows["backlog drained through worker, relay and view, 2 partitions (real broker)"].median == 2500.0
+    whole = rows["bulk over 2 partitions CPU per 1,000 records: the whole pipeline (real broker)"]
+    assert (whole.low, whole.high) == (10.0 * len(CPU_PARTS), 20.0 * len(CPU_PARTS))
+    assert rows["bulk over 2 partitions: CPUs busy, whole machine (real broker)"].median == 1.5
+    assert partition_figures(one, [], bulk=1000) == []
+    assert "2 partitions / 1 partition, bulk records/s (real broker)" not in {
+        f.name for f in partition_figures(one[:1], two, bulk=1000)}  # runs that do not pair: no ratio
+
+
+def test_the_partitioned_bulk_verdict_says_how_it_compares_and_what_limits_it() -> None:
+    from benchmarks.harness import figure
+    from benchmarks.targets import TARGETS, _spread, finder
+
+    rows = [
+        figure("end to end", "bulk records through worker, relay and view, 2 partitions (real broker)", [21_000.0],
+               "records/s", "c"),
+        figure("end to end", "2 partitions / 1 partition, bulk records/s (real broker)", [1.25], "x", "c"),
+        figure("end to end", "bulk over 2 partitions CPU per 1,000 records: the whole pipeline (real broker)", [90.0],
+               "ms", "c"),
+        figure("end to end", "bulk over 2 partitions: CPUs busy, whole machine (real broker)", [1.9], "CPUs", "c"),
+    ]
+    said = _spread(finder(rows))
+    assert said == "1.25x the single partition in the same runs; 90 ms of CPU per 1,000 records; 1.90 CPUs were busy"
+    target = next(t for t in TARGETS if t.item.startswith("5. end to end in bulk, 2 source partitions"))
+    assert target.row(finder(rows)).endswith(f"| met; {said} |")
+    assert "not measured in this run" in target.row(finder([]))
+
+
+def test_role_processes_name_a_per_partition_process_by_its_role() -> None:
+    from benchmarks.harness import RoleProcesses
+
+    assert RoleProcesses.role("worker") == "worker"
+    assert RoleProcesses.role("view/1") == "view"
+
+
 def _spin(seconds: float) -> None:
     end = time.process_time() + seconds
     while time.process_time() < end:
