@@ -256,10 +256,14 @@ without repeats.
 
 _ID_CHARS_FIT = limits.MAX_ID_BYTES // 4
 """Identifiers of at most this many characters fit ``MAX_ID_BYTES`` whatever they hold: UTF-8
-needs at most 4 bytes a character (a fast route's text is valid UTF-8: no lone surrogate)."""
+needs at most 4 bytes a character."""
 
 
 def _fits_identifier(v: str) -> bool:
+    """``v`` is at most ``MAX_ID_BYTES`` in UTF-8; for a fast route's text (valid UTF-8: no lone
+    surrogate), so the usual short identifiers are not counted byte by byte."""
+    if len(v) <= _ID_CHARS_FIT:
+        return True
     return (len(v) if v.isascii() else len(v.encode("utf-8"))) <= limits.MAX_ID_BYTES
 
 
@@ -297,14 +301,7 @@ def _fast_transaction(raw: bytes) -> Transaction | None:
     k = t.stock_key
     if (
         raw.count(b'"') != _FAST_QUOTES
-        or not (
-            (
-                len(t.txn_id) <= _ID_CHARS_FIT
-                and len(k.item) <= _ID_CHARS_FIT
-                and len(k.location) <= _ID_CHARS_FIT
-            )
-            or (_fits_identifier(t.txn_id) and _fits_identifier(k.item) and _fits_identifier(k.location))
-        )
+        or not (_fits_identifier(t.txn_id) and _fits_identifier(k.item) and _fits_identifier(k.location))
     ):
         return None
     try:
