@@ -84,10 +84,17 @@ from benchmarks.harness import (
 
 AMENDS = str(Path(sys.executable).with_name("amends"))
 KEY = StockKey("LAT-ITEM", "DC-1")
+
+
+def _key_config(key: StockKey, partition: int) -> dict[str, object]:
+    return {"item": key.item, "location": key.location, "opening_balance": 10**12, "reorder_threshold": 0,
+            "partition": partition}
+
+
 CONFIG = {
     "schema_version": 1, "namespace": "bench-e2e", "source_incarnation": "bench-e2e-src", "partitions": 1,
     "origin": "2000-01-01T00:00:00Z",
-    "keys": [{"item": KEY.item, "location": KEY.location, "opening_balance": 10**12, "reorder_threshold": 0, "partition": 0}],
+    "keys": [_key_config(KEY, 0)],
 }
 
 
@@ -100,10 +107,7 @@ def config_for(partitions: int) -> dict[str, object]:
     """``CONFIG`` with ``partitions`` source partitions and ``keys_for(partitions)``, key p on partition p."""
     if partitions == 1:
         return CONFIG
-    return dict(CONFIG, partitions=partitions, keys=[
-        {"item": k.item, "location": k.location, "opening_balance": 10**12, "reorder_threshold": 0, "partition": p}
-        for p, k in enumerate(keys_for(partitions))
-    ])
+    return dict(CONFIG, partitions=partitions, keys=[_key_config(k, p) for p, k in enumerate(keys_for(partitions))])
 
 
 ORIGIN = timefmt.parse_rfc3339("2000-01-01T00:00:00Z")
@@ -327,6 +331,17 @@ def _ns_id(conn: psycopg.Connection) -> int:
     return int(row[0])
 
 
+_PROGRESS = (
+    "SELECT p.partition, p.next_offset, p.last_sequence, r.acked_sequence,"
+    " (SELECT count(*) FROM view_rows v WHERE v.ns_id = %s AND v.output_id = ANY(%s))"
+    " FROM partitions p LEFT JOIN relay_progress r USING (ns_id, partition)"
+)
+"""Per source partition: the worker's frontier and last outbox sequence, the relay's
+acknowledged sequence; and how many of the given rows the view holds (looked up by the
+whole primary key, ``ns_id`` a constant: correlated with ``p.ns_id`` the planner scanned
+the whole table on every poll)."""
+
+
 def _latency(
     w: Writer, conn: psycopg.Connection, roles: RoleProcesses, samples: int, warmup: int
 ) -> tuple[list[float], list[tuple[float, float]]]:
@@ -345,18 +360,14 @@ def _latency(
         worker_ms = relay_ms = None
         sequence = 0
         while True:
-            row = conn.execute(
-                "SELECT p.next_offset, p.last_sequence, coalesce(r.acked_sequence, 0),"
-                " EXISTS (SELECT 1 FROM view_rows v WHERE v.ns_id = %s AND v.output_id = %s)"
-                " FROM partitions p LEFT JOIN relay_progress r USING (ns_id, partition)", (ns_id, oid),
-            ).fetchone()
-            assert row is not None
+            rows = conn.execute(_PROGRESS, (ns_id, [oid])).fetchall()
+            _, nxt, last_seq, acked, seen = next(r for r in rows if r[0] == 0)  # the samples' partition
             now = (time.perf_counter() - t0) * 1000
-            if worker_ms is None and row[0] > offset:
-                worker_ms, sequence = now, row[1]
-            if worker_ms is not None and relay_ms is None and row[2] >= sequence:
+            if worker_ms is None and nxt > offset:
+                worker_ms, sequence = now, last_seq
+            if worker_ms is not None and relay_ms is None and (acked or 0) >= sequence:
                 relay_ms = now
-            if row[3]:
+            if seen:
                 break
             if now > 30_000:
                 roles.check()
@@ -431,17 +442,6 @@ def _bulk(
         # Coarse while the workers still read (their moment to 20 ms, about 1% of a bulk), fine
         # for the end: polling every 5 ms throughout took ~5% of a CPU from the pipeline.
         time.sleep(0.02 if worker_s is None else 0.005)
-
-
-_PROGRESS = (
-    "SELECT p.partition, p.next_offset, p.last_sequence, r.acked_sequence,"
-    " (SELECT count(*) FROM view_rows v WHERE v.ns_id = %s AND v.output_id = ANY(%s))"
-    " FROM partitions p LEFT JOIN relay_progress r USING (ns_id, partition)"
-)
-"""Per source partition: the worker's frontier and last outbox sequence, the relay's
-acknowledged sequence; and how many of the given rows the view holds (looked up by the
-whole primary key, ``ns_id`` a constant: correlated with ``p.ns_id`` the planner scanned
-the whole table on every poll)."""
 
 
 SPREAD = targets.SPREAD
