@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -286,3 +287,23 @@ def test_machine_busy_counts_at_least_this_process_work_and_names_find_processes
     name = process_name(os.getpid())
     assert name and os.getpid() in pids_named(name)
     assert pids_named("no-such-process-name-amends") == []
+
+
+def test_the_report_names_the_machine_speed_so_two_runs_absolute_figures_compare(tmp_path: Path) -> None:
+    from benchmarks.harness import figure, machine, machine_line, write_report
+
+    m = machine()
+    assert m["reference_loop_ns"] > 0
+    assert m["cpu_model"] is None or m["cpu_model"].strip() == m["cpu_model"] != ""
+    md, js = tmp_path / "b.md", tmp_path / "b.json"
+    write_report([figure("core", "a", [1.0], "x", "c")], md, js, "2026-01-01 00:00 UTC")
+    header = md.read_text().splitlines()[3]
+    assert header.startswith("Run started 2026-01-01 00:00 UTC on ") and " ns per iteration of a plain Python loop" in header
+    recorded = json.loads(js.read_text())["machine"]
+    assert recorded["reference_loop_ns"] > 0
+    # A re-render shows the recorded machine, not this one; a run recorded before the
+    # reference loop existed renders without a speed rather than with a made-up one.
+    old = {"platform": "Linux-x", "python": "3.11.7", "cpus": 2}
+    assert machine_line(old) == "on Linux-x, Python 3.11.7, 2 CPUs."
+    line = machine_line(old | {"cpu_model": "AMD EPYC", "reference_loop_ns": 21.04})
+    assert line.startswith("on Linux-x, Python 3.11.7, 2 CPUs (AMD EPYC). Machine speed: 21.0 ns per iteration")
