@@ -127,6 +127,20 @@ def machine() -> dict[str, Any]:
     }
 
 
+def _where(update: Mapping[str, Any], m: Mapping[str, Any]) -> str:
+    """Where a later or earlier run measured, as far as it was recorded (older records say nothing)."""
+    platform_then = update.get("platform")
+    if platform_then is None:
+        return ""
+    return " on the same machine" if platform_then == m["platform"] else f" on {platform_then}"
+
+
+def _speed(update: Mapping[str, Any]) -> str:
+    """A later or earlier run's machine speed, where it was recorded."""
+    ns = update.get("reference_loop_ns")
+    return "" if ns is None else f"; machine speed then {ns:.1f} ns per loop iteration"
+
+
 def machine_line(m: Mapping[str, Any]) -> str:
     """The report's line about the machine; runs recorded before the reference loop lack it."""
     cpu = f" ({m['cpu_model']})" if m.get("cpu_model") else ""
@@ -163,8 +177,8 @@ def write_report(
     ]
     lines += [
         f"Group{'s' if len(u['groups']) > 1 else ''} {', '.join(repr(g) for g in u['groups'])}:"
-        f" from {'an earlier' if u.get('earlier') else 'a later'} run started {u['started']} on the same"
-        f" machine (`{u['command']}`)."
+        f" from {'an earlier' if u.get('earlier') else 'a later'} run started {u['started']}{_where(u, m)}"
+        f" (`{u['command']}`{_speed(u)})."
         for u in updates
     ]
     lines += [
@@ -198,13 +212,14 @@ def rewrite_markdown(json_path: Path, md_path: Path) -> None:
 
 def merge_report(
     json_path: Path, figures: Sequence[Figure], started: str, command: str
-) -> tuple[list[Figure], str, list[dict[str, Any]]]:
+) -> tuple[list[Figure], str, list[dict[str, Any]], dict[str, Any]]:
     """An existing report with the groups of ``figures`` replaced by them, everything else kept.
 
-    Returns (figures, started, updates) for ``write_report``: the new figures
-    take the place of the first figure of their groups (the end when the report
-    had none), the report keeps its own start time, and ``updates`` records when
-    and how the replaced groups were measured.
+    Returns (figures, started, updates, machine) for ``write_report``: the new
+    figures take the place of the first figure of their groups (the end when the
+    report had none), the report keeps its own start time and the machine its
+    run recorded, and ``updates`` records when and how the replaced groups were
+    measured, with the machine speed at that time.
     """
     doc = json.loads(json_path.read_text())
     groups = list(dict.fromkeys(f.group for f in figures))
@@ -219,8 +234,13 @@ def merge_report(
     if not placed:
         merged += figures
     updates = [u for u in doc.get("updates", []) if not set(u["groups"]) <= set(groups)]
-    updates.append({"started": started, "groups": groups, "command": command})
-    return merged, doc["started"], updates
+    updates.append(
+        {
+            "started": started, "groups": groups, "command": command,
+            "platform": platform.platform(), "reference_loop_ns": reference_loop_ns(),
+        }
+    )
+    return merged, doc["started"], updates, doc["machine"]
 
 
 def carried_over(json_path: Path, groups: Sequence[str]) -> tuple[list[Figure], list[dict[str, Any]]]:

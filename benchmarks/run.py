@@ -148,8 +148,8 @@ def execute(a: argparse.Namespace) -> int:
             command += f" --baseline-ref {a.baseline_ref}"
         elif a.baseline_checkout is not None:
             command += " --baseline-checkout PATH"
-        merged, base, updates = merge_report(js, figures, started, command)
-        write_report(merged, out, js, base, updates)
+        merged, base, updates, measured_on = merge_report(js, figures, started, command)
+        write_report(merged, out, js, base, updates, measured_on)
     else:
         kept, updates = carried_over(js, OPT_IN_GROUPS) if js.exists() else ([], [])
         write_report(figures + kept, out, js, started, updates)

@@ -46,18 +46,34 @@ def test_a_partial_run_replaces_only_its_own_groups_and_keeps_every_other_figure
     ]
     write_report(old, md, js, "2026-01-01 00:00 UTC")
     new = [figure("end to end", "latency, mock", [1.0], "ms", "c"), figure("end to end", "latency, real", [2.0], "ms", "c")]
-    merged, started, updates = merge_report(js, new, "2026-02-02 00:00 UTC", "amends bench --only end-to-end")
+    recorded = json.loads(js.read_text())["machine"]
+    merged, started, updates, machine = merge_report(js, new, "2026-02-02 00:00 UTC", "amends bench --only end-to-end")
     assert [f.name for f in merged] == ["a", "latency, mock", "latency, real", "b"]
     assert merged[0] == old[0] and merged[3] == old[2]
     assert started == "2026-01-01 00:00 UTC"
+    assert machine == recorded  # the report's run keeps its own machine and speed
+    speed = updates[0].pop("reference_loop_ns")
+    assert speed > 0 and updates[0].pop("platform") == recorded["platform"]
     assert updates == [{"started": "2026-02-02 00:00 UTC", "groups": ["end to end"], "command": "amends bench --only end-to-end"}]
-    write_report(merged, md, js, started, updates)
+    updates[0] |= {"reference_loop_ns": 12.34, "platform": recorded["platform"]}
+    write_report(merged, md, js, started, updates, machine)
     text = md.read_text()
-    assert "Run started 2026-01-01 00:00 UTC" in text and "from a later run started 2026-02-02 00:00 UTC" in text
+    assert "Run started 2026-01-01 00:00 UTC" in text
+    assert f"{recorded['reference_loop_ns']:.1f} ns per iteration" in text.splitlines()[3]
+    assert (
+        "from a later run started 2026-02-02 00:00 UTC on the same machine"
+        " (`amends bench --only end-to-end`; machine speed then 12.3 ns per loop iteration)."
+    ) in text
+    # A run on another host says which; a record from before platforms were kept claims nothing.
+    elsewhere = [{**updates[0], "platform": "Linux-other"}, {"started": "2025", "groups": ["sim"], "command": "c"}]
+    write_report(merged, tmp_path / "e.md", tmp_path / "e.json", started, elsewhere, machine)
+    other = (tmp_path / "e.md").read_text()
+    assert "2026-02-02 00:00 UTC on Linux-other (`amends bench" in other
+    assert "from a later run started 2025 (`c`)." in other
     rewrite_markdown(js, tmp_path / "again.md")  # the JSON twin keeps the updates
     assert (tmp_path / "again.md").read_text() == text
     # a second partial run of the same groups replaces the first one's note
-    _, _, again = merge_report(js, new, "2026-03-03 00:00 UTC", "amends bench --only end-to-end")
+    _, _, again, _ = merge_report(js, new, "2026-03-03 00:00 UTC", "amends bench --only end-to-end")
     assert [u["started"] for u in again] == ["2026-03-03 00:00 UTC"]
 
 
