@@ -84,10 +84,12 @@ def figure(
 
 
 REFERENCE_ITERATIONS = 2_000_000
-"""Iterations of the reference loop that ``machine`` times (about 0.1-0.2 s on 2026's machines)."""
+"""Iterations of the reference loop that ``machine`` times (about 0.1 s a timing on 2026's machines)."""
+REFERENCE_RUNS = 3
+"""Timings of the reference loop; their median is the machine speed."""
 
 
-def reference_loop_ns(runs: int = 3) -> float:
+def reference_loop_ns(runs: int = REFERENCE_RUNS) -> float:
     """Nanoseconds per iteration of a plain Python loop: the median of ``runs`` timings.
 
     Every figure of a run is interpreted Python at heart, so this one number says how fast
@@ -148,7 +150,7 @@ def machine_line(m: Mapping[str, Any]) -> str:
     if m.get("reference_loop_ns") is not None:
         line += (
             f" Machine speed: {m['reference_loop_ns']:.1f} ns per iteration of a plain Python loop"
-            " (`total += i`, median of 3); absolute figures of two runs compare through it."
+            f" (`total += i`, median of {REFERENCE_RUNS}); absolute figures of two runs compare through it."
         )
     return line
 
@@ -234,10 +236,11 @@ def merge_report(
     if not placed:
         merged += figures
     updates = [u for u in doc.get("updates", []) if not set(u["groups"]) <= set(groups)]
+    now = machine()
     updates.append(
         {
             "started": started, "groups": groups, "command": command,
-            "platform": platform.platform(), "reference_loop_ns": reference_loop_ns(),
+            "platform": now["platform"], "reference_loop_ns": now["reference_loop_ns"],
         }
     )
     return merged, doc["started"], updates, doc["machine"]
