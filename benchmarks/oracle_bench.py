@@ -5,11 +5,16 @@ movements, with amendments that move quantities and days, cancellations,
 re-deliveries, a few same-revision rivals, malformed values and a share of
 non-canonical JSON layouts), then measures in the same run:
 
+The oracle's input is what verification hands it: each partition's offsets,
+keys and values as columns (``oracle.Columns``, read straight from Kafka
+messages), built from the generated records before timing. The same records
+as ``Record`` values (the oracle's other input form) are timed too.
+
 * decode:  coordinates checked, every value and transport key decoded and
            every record classified (``oracle.compute.classify``);
 * compute: rejections, authority, conflicts, Int128 daily sums, closes and
            crossings (``oracle.compute.derive``);
-* oracle:  ``oracle.compute`` end to end;
+* oracle:  ``oracle.compute`` end to end, over columns and over records;
 * naive:   a straightforward pure-Python recompute (``fold.validate`` per
            record, dictionaries, sorting, a running sum), checked to give the
            same result as the oracle.
@@ -57,9 +62,11 @@ from amends_core.ledger import (
     StockKey,
     Transaction,
 )
+from amends_core.oracle import Columns
 from amends_core.oracle import compute as oracle_compute
-from amends_core.oracle.compute import classify, derive, gather
+from amends_core.oracle.compute import classify, derive
 from amends_core.oracle.decode import gc_paused
+from amends_core.oracle.source import gather
 from amends_core.result import ComputeResult, RejectionRef
 from benchmarks.harness import Figure, figure, run_in_tree
 
@@ -173,6 +180,17 @@ def generate(
     return cfg, by_partition
 
 
+def as_columns(by_partition: dict[int, list[Record]]) -> dict[int, Columns]:
+    """The records as the columns verification reads from Kafka (offsets, keys, values, flags)."""
+    return {
+        p: Columns.of(
+            [r.coords.offset for r in recs], [r.key for r in recs], [r.value for r in recs],
+            [r.reserved_header for r in recs],
+        )
+        for p, recs in by_partition.items()
+    }
+
+
 def lenient_validate(cfg: Config, r: Record) -> Transaction | Rejection:
     """Plain ``json.loads`` and the business rules, without the strict shape checks.
 
@@ -283,30 +301,36 @@ def _time(fn: Any) -> tuple[float, Any]:
 
 def measure(n: int, runs: int, naive: bool) -> dict[str, Any]:
     cfg, by_partition = generate(n)
+    columns = as_columns(by_partition)
     n = sum(len(recs) for recs in by_partition.values())  # rivals add a few records
-    decode_s, compute_s, total_s = [], [], []
+    decode_s, compute_s, total_s, records_s = [], [], [], []
     result = None
     for _ in range(runs):
         gc.collect()
         with gc_paused():
             t0 = time.perf_counter()
-            src = gather(cfg, by_partition)
+            src = gather(cfg, columns)
             frame = classify(cfg, src)
             t1 = time.perf_counter()
             out = derive(cfg, src, frame)
             td, tc = t1 - t0, time.perf_counter() - t1
         del frame, src
         gc.collect()
-        tt, result = _time(lambda: oracle_compute(cfg, by_partition))
-        assert out.result == result.result
+        tt, result = _time(lambda: oracle_compute(cfg, columns))
+        assert out == result
+        gc.collect()
+        tr, from_records = _time(lambda: oracle_compute(cfg, by_partition))
+        assert from_records == result, "the oracle over records and over columns disagree"
         decode_s.append(td)
         compute_s.append(tc)
         total_s.append(tt)
+        records_s.append(tr)
     row: dict[str, Any] = {
         "records": n,
         "decode_rps": [n / t for t in decode_s],
         "compute_rps": [n / t for t in compute_s],
         "oracle_rps": [n / t for t in total_s],
+        "records_rps": [n / t for t in records_s],
         "rejections": len(result.rejections) if result else 0,
         "conflicts": len(result.conflicts) if result else 0,
         "blocked_keys": len(result.blocked) if result else 0,
@@ -329,6 +353,14 @@ import amends_core.oracle as _oracle
 from benchmarks.oracle_bench import generate
 cfg, by_partition = generate({records})
 n = sum(len(recs) for recs in by_partition.values())
+Columns = getattr(_oracle, "Columns", None)  # checkouts before it take Record values only
+if Columns is not None:  # as verification reads Kafka; the records themselves are dropped
+    by_partition = {{
+        p: Columns.of([r.coords.offset for r in rs], [r.key for r in rs], [r.value for r in rs],
+                      [r.reserved_header for r in rs])
+        for p, rs in by_partition.items()
+    }}
+form = "records" if Columns is None else "columns"
 gc.collect()
 generated_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 try:
@@ -354,7 +386,7 @@ for _ in range({runs}):
     cpu.append(time.process_time() - c0)
 peak_kib = _hwm_kib() if reset else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print(json.dumps(dict(records=n, seconds=seconds, cpu=cpu, input_kib=input_kib,
-                      generated_kib=generated_kib, peak_kib=peak_kib, reset=reset)))
+                      generated_kib=generated_kib, peak_kib=peak_kib, reset=reset, form=form)))
 """
 
 
@@ -373,6 +405,16 @@ def _mib(kib: float) -> float:
     return kib / 1024
 
 
+_FORMS = {
+    "columns": "input as columns per partition (offsets, keys, values: as verification reads Kafka)",
+    "records": "input as Record values (that checkout's only input form)",
+}
+
+
+def _form(row: dict[str, Any]) -> str:
+    return _FORMS[row.get("form", "records")]
+
+
 def memory_figures(records: int, baseline: Path | None) -> list[Figure]:
     """Peak RSS of one oracle run over ``records`` records, now and (optionally) at ``baseline``."""
     cond = f"{records:,} raw records generated in the same process, 1,000 keys, 4 partitions; child process"
@@ -388,7 +430,7 @@ def memory_figures(records: int, baseline: Path | None) -> list[Figure]:
             + (" while the oracle ran (high-water mark restarted after generating)" if r.get("reset")
                else " of the whole process (the generator's peak included)")
             + f": {_mib(r['peak_kib'] - r['input_kib']):,.0f} MiB above its input;"
-            f" {r['seconds'][0]:.0f} s"
+            f" {r['seconds'][0]:.0f} s; {_form(r)}"
         )
         if label == "baseline":
             now = rows["now"]
@@ -415,9 +457,9 @@ def before_after(records: int, runs: int, baseline: Path) -> list[Figure]:
     )
     return [
         figure("oracle memory", f"end to end, {records:,} records, now", [n / t for t in now["seconds"]],
-               "records/s", cond, note=note),
+               "records/s", f"{cond}; {_form(now)}", note=note),
         figure("oracle memory", f"end to end, {records:,} records ({baseline})",
-               [n / t for t in old["seconds"]], "records/s", cond),
+               [n / t for t in old["seconds"]], "records/s", f"{cond}; {_form(old)}"),
     ]
 
 
@@ -439,7 +481,16 @@ def run(
         figures.append(
             figure("oracle", f"authority+closes, {n:,} records", row["compute_rps"], "records/s", cond)
         )
-        figures.append(figure("oracle", f"end to end, {n:,} records", row["oracle_rps"], "records/s", cond))
+        figures.append(
+            figure("oracle", f"end to end, {n:,} records", row["oracle_rps"], "records/s", f"{cond}; {_FORMS['columns']}")
+        )
+        figures.append(
+            figure(
+                "oracle", f"end to end from Record values, {n:,} records", row["records_rps"], "records/s",
+                f"{cond}; the same records as Record values (the oracle's other input form)",
+                columns_ratio=statistics.median(row["oracle_rps"]) / statistics.median(row["records_rps"]),
+            )
+        )
         if "naive_rps" in row:
             figures.append(
                 figure(
@@ -501,6 +552,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  decode+classify : {fmt(row['decode_rps'])}")
         print(f"  authority+closes: {fmt(row['compute_rps'])}")
         print(f"  oracle end to end: {fmt(row['oracle_rps'])}")
+        print(f"  ... from Record values: {fmt(row['records_rps'])}")
         if "naive_rps" in row:
             ratio = sorted(row["oracle_rps"])[len(row["oracle_rps"]) // 2] / row["naive_rps"][0]
             print(f"  naive, strict validate: {row['naive_rps'][0]:,.0f}/s -> oracle is {ratio:.1f}x")

@@ -5,6 +5,7 @@ records format; an import-boundary test keeps fold, diff, view, process,
 pipeline and the stores out of its reach.
 """
 
-from amends_core.oracle.compute import OracleInputError, OracleResult, compute
+from amends_core.oracle.compute import OracleResult, compute
+from amends_core.oracle.source import Columns, OracleInputError
 
-__all__ = ["OracleInputError", "OracleResult", "compute"]
+__all__ = ["Columns", "OracleInputError", "OracleResult", "compute"]

@@ -9,8 +9,9 @@ when that revision is conflicted); sum active quantities per key and UTC day in
 Int128; cumulate closes from the opening balance; mark downward crossings.
 
 Nothing here looks at how the incremental path got its answer: no evidence,
-suffix repair, output versions or view state. Python loops touch only input
-coordinates (to build columns), rejected records and output rows.
+suffix repair, output versions or view state. Python loops touch only rejected
+records, output rows and, when the input comes as ``Record`` values rather than
+``Columns``, each record's coordinates (to build the columns).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from amends_core.ledger import (
     StockKey,
 )
 from amends_core.oracle.decode import decode_keys, decode_values, gc_paused
+from amends_core.oracle.source import Columns, OracleInputError, Source, gather
 from amends_core.result import ComputeResult, RejectionRef
 
 _SECONDS_PER_DAY = 86_400
@@ -49,10 +51,6 @@ _SECONDS_PER_DAY = 86_400
 T = TypeVar("T")
 _CANONICAL = ["kid", "txn_id", "revision", "kind", "valid_s", "valid_nanos", "qty"]
 """What canonical equality compares (the key as ``kid``); never source time or coordinates."""
-
-
-class OracleInputError(ValueError):
-    """Configuration or source coordinates cannot be recomputed; one line says why."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,78 +86,6 @@ def _check_config(cfg: Config) -> None:
         raise OracleInputError(msg) from e
 
 
-@dataclass(frozen=True, slots=True)
-class Source:
-    """Checked records in (partition, offset) order, and the columns decoded from them."""
-
-    records: list[Record]
-    values: list[bytes]
-    keys: list[bytes | None]
-    partition: pl.Series
-    """Source partition of every record (Int64)."""
-    reserved: tuple[int, ...] = ()
-    """Indexes of the records that carried the reserved marker header."""
-
-
-def gather(cfg: Config, by_partition: Mapping[int, Sequence[Record]]) -> Source:
-    """Check every coordinate, then lay the records out column by column.
-
-    Raises OracleInputError for a partition outside the configuration, a
-    record filed under another partition, another source incarnation, or
-    offsets that are negative, above int64 or not strictly increasing.
-    """
-    source = cfg.source_incarnation
-    records: list[Record] = []
-    values: list[bytes] = []
-    keys: list[bytes | None] = []
-    partition: list[pl.Series] = []
-    reserved: list[int] = []
-    for p in by_partition:
-        if type(p) is not int or not 0 <= p < cfg.partitions:
-            msg = f"partition {p!r} is outside 0..{cfg.partitions - 1}"
-            raise OracleInputError(msg)
-    for p in sorted(by_partition):
-        recs = by_partition[p]
-        if not recs:
-            continue
-        # One plain loop touches each record once; records are scattered in
-        # memory, so this beats several C-level passes over them.
-        offset_list: list[int] = []
-        add_value, add_key, add_offset = values.append, keys.append, offset_list.append
-        for r in recs:
-            c = r.coords
-            if c.source != source:
-                msg = f"partition {p} holds a record from source {c.source!r}, expected {source!r}"
-                raise OracleInputError(msg)
-            if c.partition != p:
-                msg = f"records listed under partition {p} carry partition {c.partition}"
-                raise OracleInputError(msg)
-            if r.reserved_header:
-                reserved.append(len(values))
-            add_value(r.value)
-            add_key(r.key)
-            add_offset(c.offset)
-        if max(offset_list) > INT64_MAX:  # Kafka offsets are int64; Polars would raise TypeError
-            msg = f"partition {p} has offset {max(offset_list)}, above the int64 range"
-            raise OracleInputError(msg)
-        offsets = pl.Series(offset_list, dtype=pl.Int64)
-        if offsets.min() < 0:  # type: ignore[operator]
-            msg = f"partition {p} has a negative offset"
-            raise OracleInputError(msg)
-        steps = offsets.diff().slice(1)
-        if len(steps) and steps.min() <= 0:  # type: ignore[operator]
-            bad = int(steps.le(0).arg_true()[0])
-            msg = (
-                f"offsets of partition {p} are not strictly increasing:"
-                f" {offsets[bad]} is followed by {offsets[bad + 1]}"
-            )
-            raise OracleInputError(msg)
-        records.extend(recs)
-        partition.append(pl.repeat(p, len(recs), dtype=pl.Int64, eager=True))
-    column = pl.concat(partition) if partition else pl.Series([], dtype=pl.Int64)
-    return Source(records, values, keys, column.alias("partition"), tuple(reserved))
-
-
 # ---------------------------------------------------------------- frames
 
 
@@ -188,18 +114,18 @@ _CLASSIFIED = [c for c in dict.fromkeys(_REJECTED + _CANONICAL) if c != "reason"
 """Columns a classified block keeps, besides ``reason``."""
 
 
-def _source_block(src: Source, reserved: pl.Series, start: int, stop: int) -> pl.DataFrame:
+def _source_block(src: Source, start: int, stop: int) -> pl.DataFrame:
     """Records ``start:stop`` decoded: coordinates, value members and transport key."""
-    values = pl.Series("value", src.values[start:stop], dtype=pl.Binary)
-    keys = pl.Series("key", src.keys[start:stop], dtype=pl.Binary)
+    n = stop - start
     meta = pl.DataFrame(
         [
             pl.int_range(start, stop, dtype=pl.Int64, eager=True).alias("i"),
-            src.partition.slice(start, stop - start),
-            reserved.slice(start, stop - start),
+            src.partition.slice(start, n),
+            src.reserved.slice(start, n),
         ]
     )
-    return pl.concat([meta, decode_values(values), decode_keys(keys)], how="horizontal")
+    values, keys = decode_values(src.value.slice(start, n)), decode_keys(src.key.slice(start, n))
+    return pl.concat([meta, values, keys], how="horizontal")
 
 
 def _reason(cfg: Config) -> pl.Expr:
@@ -403,8 +329,10 @@ def _daily(active: pl.LazyFrame, key_table: pl.DataFrame) -> pl.LazyFrame:
 # ---------------------------------------------------------------- entry point
 
 
-def compute(cfg: Config, by_partition: Mapping[int, Sequence[Record]]) -> OracleResult:
+def compute(cfg: Config, by_partition: Mapping[int, Sequence[Record] | Columns]) -> OracleResult:
     """Recompute every business fact from raw records (per partition, in offset order).
+
+    Each partition's records are ``Record`` values or ``Columns`` (see ``gather``).
 
     Raises OracleInputError for an unusable configuration or incompatible
     coordinates, and CloseOutOfRange (naming key and day) when a daily close of
@@ -417,7 +345,7 @@ def compute(cfg: Config, by_partition: Mapping[int, Sequence[Record]]) -> Oracle
 
 
 def compute_by_partition(
-    cfg: Config, read: Callable[[int], Sequence[Record]]
+    cfg: Config, read: Callable[[int], Sequence[Record] | Columns]
 ) -> OracleResult:
     """``compute`` one source partition at a time: memory holds one partition's history.
 
@@ -456,7 +384,7 @@ class Classified:
     """Every record decoded and checked against the rules, in two frames."""
 
     rejected: pl.DataFrame
-    """Rejected records in record order: ``i`` (index into ``Source.records``),
+    """Rejected records in record order: ``i`` (row of the ``Source``),
     ``reason`` and what the rejection's detail line needs."""
     accepted: pl.DataFrame
     """The ``_CANONICAL`` members of every accepted record, in no particular order."""
@@ -473,14 +401,11 @@ def classify(cfg: Config, src: Source) -> Classified:
     """
     _, key_table = _key_table(cfg)
     reason = _reason(cfg).alias("reason")
-    n = len(src.records)
-    reserved = pl.repeat(False, n, dtype=pl.Boolean, eager=True).alias("reserved")
-    if src.reserved:
-        reserved = reserved.scatter(list(src.reserved), True)
+    n = len(src)
     rejected, accepted = [], []
     for start in range(0, max(n, 1), _BLOCK):
         block = (
-            _source_block(src, reserved, start, min(n, start + _BLOCK))
+            _source_block(src, start, min(n, start + _BLOCK))
             .lazy()
             .join(key_table.lazy(), on=["item", "location"], how="left")
             .select(*_CLASSIFIED, reason)
@@ -502,12 +427,8 @@ def classify_rows(cfg: Config, src: Source) -> pl.DataFrame:
     like ``classify``.
     """
     _, key_table = _key_table(cfg)
-    n = len(src.records)
-    reserved = pl.repeat(False, n, dtype=pl.Boolean, eager=True).alias("reserved")
-    if src.reserved:
-        reserved = reserved.scatter(list(src.reserved), True)
     return (
-        _source_block(src, reserved, 0, n)
+        _source_block(src, 0, len(src))
         .lazy()
         .join(key_table.lazy(), on=["item", "location"], how="left")
         .select(*_CLASSIFIED, _reason(cfg).alias("reason"))
@@ -548,11 +469,11 @@ def _per_key(frame: pl.DataFrame, make: Callable[..., T], columns: Sequence[str]
 
 
 def _derive(cfg: Config, src: Source, rejected_rows: pl.DataFrame, accepted: pl.DataFrame) -> OracleResult:
-    records = src.records
     stock_keys, key_table = _key_table(cfg)
+    rejected = src.records(rejected_rows.get_column("i").to_list())
     rejections = tuple(
-        Rejection(records[row["i"]], RejectReason(row["reason"]), _detail(row))
-        for row in rejected_rows.iter_rows(named=True)
+        Rejection(record, RejectReason(row["reason"]), _detail(row))
+        for record, row in zip(rejected, rejected_rows.iter_rows(named=True), strict=True)
     )
 
     touched = set(accepted.get_column("kid").unique().to_list())
@@ -601,6 +522,7 @@ def _derive(cfg: Config, src: Source, rejected_rows: pl.DataFrame, accepted: pl.
 
 __all__ = [
     "Classified",
+    "Columns",
     "OracleInputError",
     "OracleResult",
     "Source",

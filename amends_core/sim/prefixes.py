@@ -39,13 +39,12 @@ from amends_core.ledger import CloseOutOfRange, Config, Record, Rejection
 from amends_core.oracle.compute import (
     _CANONICAL,
     OracleResult,
-    Source,
     classify_rows,
     derive,
-    gather,
     split,
 )
 from amends_core.oracle.decode import gc_paused
+from amends_core.oracle.source import Source, gather
 from amends_core.result import ComputeResult, RejectionRef
 
 
@@ -155,20 +154,12 @@ def classify_many(
             continue
     if not gathered:
         return out
-    records: list[Record] = []
-    values: list[bytes] = []
-    keys: list[bytes | None] = []
-    partition: list[pl.Series] = []
-    reserved: list[int] = []
     firsts: list[int] = []
+    at = 0
     for _, _, s in gathered:
-        firsts.append(len(records))
-        reserved += [len(records) + i for i in s.reserved]
-        records += s.records
-        values += s.values
-        keys += s.keys
-        partition.append(s.partition)
-    src = Source(records, values, keys, pl.concat(partition).alias("partition"), tuple(reserved))
+        firsts.append(at)
+        at += len(s)
+    src = Source.concat(cfg.source_incarnation, [s for _, _, s in gathered])
     try:
         with gc_paused():
             frame = classify_rows(cfg, src)  # row n is record n

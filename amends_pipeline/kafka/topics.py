@@ -499,27 +499,36 @@ class Reader:
             yield rec, m
 
 
+def reserved_flag(m: Any, marker: tuple[int, Marker] | None) -> bool | None:
+    """Whether a message counts as carrying the reserved marker header; None for the
+    recorded marker itself (``marker``: the (offset, content) a namespace recorded).
+
+    A message whose headers cannot be read (a header name that is not valid
+    UTF-8) cannot be shown to be free of the reserved header, so it counts as
+    carrying it: never the marker, always a record rejected as RESERVED_HEADER,
+    by the worker and the oracle alike (both read through here).
+    """
+    headers = read_headers(m)
+    if headers is UNREADABLE:
+        return True
+    reserved = is_marker(headers)
+    if reserved and marker is not None and m.offset() == marker[0] and Marker.parse(m.value()) == marker[1]:
+        return None
+    return reserved
+
+
 def to_record(
     source: str, partition: int, m: Any, marker: tuple[int, Marker] | None
 ) -> tuple[Record | None, bool]:
     """The record a message stands for: (None, True) for the recorded marker itself.
 
-    The second value tells whether the message carried the marker header. A
-    message whose headers cannot be read (a header name that is not valid
-    UTF-8) cannot be shown to be free of the reserved header, so it counts as
-    carrying it: never the marker, always a record rejected as RESERVED_HEADER,
-    by the worker and the oracle alike (both read through here). Key and value
-    are raw bytes and cannot fail to convert.
+    The second value tells whether the message carried the marker header (see
+    ``reserved_flag``). Key and value are raw bytes and cannot fail to convert.
     """
-    headers = read_headers(m)
-    if headers is UNREADABLE:
-        return Record(m.value() or b"", m.key(), Coordinates(source, partition, m.offset()), True), True
-    reserved = is_marker(headers)
-    if reserved and marker is not None and m.offset() == marker[0]:
-        if Marker.parse(m.value()) == marker[1]:
-            return None, True
-    value = m.value() or b""
-    return Record(value, m.key(), Coordinates(source, partition, m.offset()), reserved), reserved
+    reserved = reserved_flag(m, marker)
+    if reserved is None:
+        return None, True
+    return Record(m.value() or b"", m.key(), Coordinates(source, partition, m.offset()), reserved), reserved
 
 
 class Writer:

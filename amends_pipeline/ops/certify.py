@@ -13,7 +13,8 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
-from amends_core.ledger import Conflict, Record
+from amends_core.ledger import Conflict
+from amends_core.oracle import Columns
 from amends_core.oracle.compute import compute_by_partition
 from amends_core.result import RejectionRef
 from amends_core.verify import Report, SkipRef
@@ -53,11 +54,11 @@ def run_oracle(rt: Runtime) -> OracleSummary:
     with rt.reader(m.source_topic) as reader:
         wms = check_source(reader, m, {p: 0 for p in range(rt.cfg.partitions)})
 
-        def read(p: int) -> list[Record]:  # one partition's history in memory at a time
+        def read(p: int) -> Columns:  # one partition's history in memory at a time
             nonlocal counted
-            recs = without_skips(read_source(reader, m, {p: wms[p].high}), skips)[p]
-            counted += len(recs)
-            return recs
+            cols = without_skips(read_source(reader, m, {p: wms[p].high}), skips)[p]
+            counted += len(cols)
+            return cols
 
         result = compute_by_partition(rt.cfg, read)
     statuses = Counter(p.status.value for p in result.result.keys)

@@ -41,8 +41,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from amends_core.ledger import Record
-from amends_core.oracle import OracleResult
+import polars as pl
+
+from amends_core.oracle import Columns, OracleResult
 from amends_core.oracle import compute as oracle_compute
 from amends_core.oracle.compute import compute_by_partition
 from amends_core.verify import (
@@ -54,7 +55,7 @@ from amends_core.verify import (
     run_oracle,
     verify,
 )
-from amends_pipeline.kafka.topics import OffsetLost, Reader
+from amends_pipeline.kafka.topics import OffsetLost, Reader, reserved_flag
 from amends_pipeline.manifest import IncarnationMismatch, Manifest, check_source
 from amends_pipeline.ops.skip import skip_command
 from amends_pipeline.postgres.store import PartitionStop, PgStore, SkipEntry
@@ -68,33 +69,51 @@ class Ends:
     output: dict[int, int]
 
 
+def read_partition(reader: Reader, m: Manifest, partition: int, start: int, end: int) -> Columns:
+    """Every retained source record of [start, end) of one partition, as the oracle's columns.
+
+    Only the recorded marker is left out; other messages with the marker header
+    are rows flagged ``reserved`` (as ``to_record`` flags ``reserved_header``).
+    No Python object is made per record beyond the key and value bytes.
+    """
+    offsets: list[int] = []
+    keys: list[bytes | None] = []
+    values: list[bytes] = []
+    reserved: list[bool] = []
+    marker = m.marker_at(partition)
+    add_offset, add_key, add_value, add_flag = offsets.append, keys.append, values.append, reserved.append
+    for msg in reader.messages(partition, start, end):
+        flag = reserved_flag(msg, marker)
+        if flag is None:
+            continue  # the recorded marker: not a record
+        add_flag(flag)
+        add_offset(msg.offset())
+        add_key(msg.key())
+        add_value(msg.value() or b"")
+    return Columns.of(offsets, keys, values, reserved)
+
+
 def read_source(
     reader: Reader, m: Manifest, ends: dict[int, int], starts: dict[int, int] | None = None
-) -> dict[int, list[Record]]:
-    """Every retained source record of [start, H) per partition, in offset order.
+) -> dict[int, Columns]:
+    """Every retained source record of [start, H) per partition (``read_partition``).
 
     ``starts[p]`` defaults to the partition's low watermark (what is retained).
-    Only the recorded marker is left out; other messages with the marker
-    header are records flagged ``reserved_header``.
     """
-    out: dict[int, list[Record]] = {}
-    for p, end in ends.items():
-        start = reader.watermarks(p).low if starts is None else starts[p]
-        out[p] = [
-            r
-            for r, _ in reader.records(m.source_incarnation, p, start, end, m.marker_at(p))
-            if r is not None
-        ]
-    return out
+    return {
+        p: read_partition(reader, m, p, reader.watermarks(p).low if starts is None else starts[p], end)
+        for p, end in ends.items()
+    }
 
 
-def lost_records(store: PgStore, source: dict[int, list[Record]], ends: dict[int, int]) -> list[str]:
+def lost_records(store: PgStore, source: dict[int, Columns], ends: dict[int, int]) -> list[str]:
     """Reasons naming consumed records that the source no longer holds (one per partition)."""
     reasons = []
     for p, end in ends.items():
-        held = {r.coords.offset for r in source.get(p, ())}
-        lost = [o for o in store.consumed_offsets(p, end) if o not in held]
-        if lost:
+        consumed = pl.Series(store.consumed_offsets(p, end), dtype=pl.Int64)
+        held = source[p].offset if p in source else pl.Series([], dtype=pl.Int64)
+        lost = consumed.filter(consumed.is_in(held.implode()).not_())
+        if len(lost):
             reasons.append(
                 f"source partition {p}: {len(lost)} records the pipeline consumed are no longer in"
                 f" the topic (the first at offset {lost[0]}; retention or compaction removed them),"
@@ -103,16 +122,11 @@ def lost_records(store: PgStore, source: dict[int, list[Record]], ends: dict[int
     return reasons
 
 
-def without_skips(
-    source: dict[int, list[Record]], skips: Sequence[SkipEntry]
-) -> dict[int, list[Record]]:
+def without_skips(source: dict[int, Columns], skips: Sequence[SkipEntry]) -> dict[int, Columns]:
     """``source`` without the records operators skipped (exactly those coordinates)."""
     if not skips:
         return source
-    gone = {(s.partition, s.offset) for s in skips}
-    return {
-        p: [r for r in recs if (p, r.coords.offset) not in gone] for p, recs in source.items()
-    }
+    return {p: cols.without(s.offset for s in skips if s.partition == p) for p, cols in source.items()}
 
 
 def audited_skips(skips: Sequence[SkipEntry]) -> list[OperatorSkip]:
@@ -173,18 +187,18 @@ def verify_namespace(rt: Runtime, config: str = "CONFIG.json") -> Report:
                     reasons.append(f"partition {p}: a relay is running; stop or drain it first")
             lost: list[str] = []
 
-            def read(p: int) -> list[Record]:
+            def read(p: int) -> Columns:
                 # one partition at a time: memory holds one partition's history, not all
-                recs = read_source(src, m, {p: ends.source[p]}, {p: wms[p].low})[p]
-                lost.extend(lost_records(store, {p: recs}, {p: ends.source[p]}))
-                return without_skips({p: recs}, snap.skips)[p]
+                cols = read_partition(src, m, p, wms[p].low, ends.source[p])
+                lost.extend(lost_records(store, {p: cols}, {p: ends.source[p]}))
+                return without_skips({p: cols}, snap.skips)[p]
 
             def recompute() -> OracleResult:
                 try:
                     return compute_by_partition(cfg, read)
                 except OffsetLost as e:
                     reasons.append(f"retention removed records while verification read them: {e}")
-                    nothing: dict[int, list[Record]] = {p: [] for p in range(cfg.partitions)}
+                    nothing = {p: Columns.empty() for p in range(cfg.partitions)}
                     lost[:] = lost_records(store, nothing, ends.source)
                     return oracle_compute(cfg, nothing)
 

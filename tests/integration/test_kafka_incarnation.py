@@ -17,6 +17,7 @@ from confluent_kafka import Producer
 from amends_core.errors import FenceError, SourceMismatch
 from amends_core.ledger import RejectReason
 from amends_core.oracle import compute as oracle_compute
+from amends_core.oracle.source import gather
 from amends_pipeline.kafka.devbroker import DevBroker
 from amends_pipeline.kafka.realbroker import RealBroker
 from amends_pipeline.kafka.topics import MARKER_HEADER, Reader, Writer
@@ -138,7 +139,15 @@ def test_only_the_recorded_marker_is_skipped_and_other_marker_headers_are_quaran
     spoofed = [m.markers[0] + 2, m.markers[0] + 3]
     assert quarantined == [(o, RejectReason.RESERVED_HEADER) for o in spoofed]
     with rt.reader(src) as r:
-        oracle = oracle_compute(rt.cfg, read_source(r, m, {0: snap.frontier(0)}))
+        source = read_source(r, m, {0: snap.frontier(0)})
+        oracle = oracle_compute(rt.cfg, source)
+        # the oracle's columns hold exactly the records the worker's route makes of the same messages
+        low = r.watermarks(0).low
+        as_records = [x for x, _ in r.records(m.source_incarnation, 0, low, snap.frontier(0), m.marker_at(0))]
+    assert None in as_records  # the recorded marker is in the range, and left out of both
+    rows = gather(rt.cfg, source).records(range(len(source[0])))
+    assert rows == [x for x in as_records if x is not None]
+    assert [x.reserved_header for x in rows].count(True) == 2
     assert [(x.record.coords.offset, x.reason) for x in oracle.rejections] == quarantined
     report = verify_namespace(rt)
     assert report.status.value == "PASS_WITH_EXCLUSIONS"
