@@ -48,7 +48,7 @@ class Figure:
             "db_share": ("database share of worker time", "{:.0%}"),
             "vs_core": ("vs core ceiling", "{:.2f}x"),
             "ratio": ("oracle vs this baseline", "{:.1f}x"),
-            "columns_ratio": ("the oracle over columns vs over these records", "{:.2f}x"),
+            "columns_ratio": ("vs the canonical layout as columns, same run", "{:.2f}x"),
             "p95": ("p95", "{:.0f} ms"),
             "p99": ("p99", "{:.0f} ms"),
             "worker_rps": ("worker caught up at", "{:,.0f} records/s"),

@@ -3,12 +3,16 @@
 Source values are decoded column-wise into a Polars frame. Three layers, each
 of which either proves a record well-formed or hands it to the next one:
 
-1. Canonical layout (bulk, in Polars): a single anchored regular expression
-   over the UTF-8 text matches only the compact layout with the seven members
-   in their usual order, string contents without escapes or control
-   characters, and JSON integers. A match is a proof: exactly one object, no
-   unknown, missing, duplicate or null members, nothing trailing.
-2. Typed structs (msgspec, per record): any member order and whitespace.
+1. Bulk routes (in Polars), for string contents without escapes or control
+   characters and JSON integers. The canonical route: a single anchored
+   regular expression over the UTF-8 text matches only the compact layout
+   with the seven members in their usual order. The any-order route, for the
+   rows left: an anchored expression proves seven members of known names in
+   any order, with any JSON whitespace, and one expression per member finds
+   its value. Either match is a proof: exactly one object, no unknown,
+   missing, duplicate or null members, nothing trailing.
+2. Typed structs (msgspec, per record): whatever the bulk routes left
+   (escapes, offsets, anything malformed).
    msgspec is strict about types, unknown names (case-sensitive), trailing
    content, invalid UTF-8 and lone surrogates, but silently keeps the last of
    duplicate member names. Without backslashes, a document that decodes into
@@ -116,6 +120,34 @@ _CANONICAL = (
     r"\}$"
 )
 _FIELDS = ("txn_id", "revision", "kind", "item", "location", "valid_time", "qty", "source_time")
+
+# ---------------------------------------------------------------- any member order and whitespace
+
+_WS = r"[ \t\n\r]*"
+"""JSON's insignificant whitespace (exactly these four characters)."""
+_SCALARS = ("txn_id", "revision", "kind", "valid_time", "qty", "source_time")
+_VALUE = r'(?:"[^"\\\x00-\x1f]*"|-?(?:0|[1-9][0-9]*))'
+_KEY_MEMBER = rf'"(?:item|location)"{_WS}:{_WS}"[^"\\\x00-\x1f]*"'
+_MEMBER = (
+    rf'(?:"(?:{"|".join(_SCALARS)})"{_WS}:{_WS}{_VALUE}'
+    rf'|"stock_key"{_WS}:{_WS}\{{{_WS}{_KEY_MEMBER}{_WS},{_WS}{_KEY_MEMBER}{_WS}\}})'
+)
+_ANY_ORDER = rf"^{_WS}\{{{_WS}{_MEMBER}(?:{_WS},{_WS}{_MEMBER}){{6}}{_WS}\}}{_WS}$"
+"""Exactly seven members, each a known name with a string or integer (``stock_key``:
+an object of exactly two ``item``/``location`` string members), strings without
+escapes or control characters, in any order and with any JSON whitespace.
+
+Strings hold no quote, so a quoted name followed by a colon is always a member
+name. Seven member slots holding all seven names (each member found by its
+own pattern below, ``item`` and ``location`` only inside ``stock_key``) hold
+each exactly once; the two slots of ``stock_key`` likewise. A row matching
+this and every member pattern is therefore exactly one object with every
+member once and nothing unknown or trailing, as a canonical match is."""
+_MEMBER_PATTERNS = {
+    f: rf'"{f}"{_WS}:{_WS}' + (_INT if f in ("revision", "qty") else _ZULU if f.endswith("_time") else _STR)
+    for f in _FIELDS
+}
+"""Per member: its name, the colon and its value of the expected type (captured)."""
 _ID_FIELDS = ("txn_id", "item", "location")
 _INT_FIELDS = ("revision", "qty")
 
@@ -480,25 +512,16 @@ def _finish(raw: pl.DataFrame, errors: pl.Series) -> pl.DataFrame:
     return lf.select(_FINISHING[-1]).collect()
 
 
-def _canonical_plan() -> list[list[pl.Expr]]:
-    """Stages over a slice of text ``v`` and byte sizes ``size``: the canonical route.
+def _typed_plan(capture: list[pl.Expr], members: list[pl.Expr]) -> list[list[pl.Expr]]:
+    """Stages over a slice of text ``v`` and byte sizes ``size``: a bulk route.
 
-    One anchored match of ``_CANONICAL`` proves the layout and captures every
-    member; ``ok`` is true exactly when the row needs nothing else: integers in
+    ``capture`` and ``members`` turn the text into the member columns (null
+    where the layout is not proven); the later stages are common to both bulk
+    routes. ``ok`` is true exactly when the row needs nothing else: integers in
     signed 64-bit, identifiers and value within their byte limits, both
-    instants valid. Other rows are left to the per-record route.
+    instants valid. Other rows are left to the next route.
     """
-    m = pl.col("_m")
-    stages: list[list[pl.Expr]] = [[pl.col("v").str.extract_groups(_CANONICAL).alias("_m"), pl.col("size")]]
-    stages.append(
-        [
-            m.struct.field(str(i + 1)).cast(pl.Int64, strict=False).alias(f)
-            if f in _INT_FIELDS
-            else m.struct.field(str(i + 1)).alias(f)
-            for i, f in enumerate(_FIELDS)
-        ]
-        + [pl.col("size")]
-    )
+    stages: list[list[pl.Expr]] = [capture, members]
     v = _utc_stages("valid_time", "v")
     s = _utc_stages("source_time", "s")
     stages += [v_stage + s_stage for v_stage, s_stage in zip(v, s, strict=True)]
@@ -528,19 +551,48 @@ def _canonical_plan() -> list[list[pl.Expr]]:
     return stages
 
 
+def _typed(f: str, text: pl.Expr) -> pl.Expr:
+    return (text.cast(pl.Int64, strict=False) if f in _INT_FIELDS else text).alias(f)
+
+
+def _canonical_plan() -> list[list[pl.Expr]]:
+    """The canonical layout: one anchored match of ``_CANONICAL`` proves the layout and
+    captures every member."""
+    m = pl.col("_m")
+    return _typed_plan(
+        [pl.col("v").str.extract_groups(_CANONICAL).alias("_m"), pl.col("size")],
+        [_typed(f, m.struct.field(str(i + 1))) for i, f in enumerate(_FIELDS)] + [pl.col("size")],
+    )
+
+
+def _any_order_plan() -> list[list[pl.Expr]]:
+    """Any member order and whitespace: ``_ANY_ORDER`` proves the layout, one pattern per
+    member finds its value (see ``_ANY_ORDER`` for why that proves each member once)."""
+    v = pl.col("v")
+    return _typed_plan(
+        [v, pl.col("size"), v.str.contains(_ANY_ORDER).alias("_layout")],
+        [
+            _typed(f, pl.when(pl.col("_layout")).then(v.str.extract(_MEMBER_PATTERNS[f], 1)))
+            for f in _FIELDS
+        ]
+        + [pl.col("size")],
+    )
+
+
 _CANONICAL_PLAN = _canonical_plan()
+_ANY_ORDER_PLAN = _any_order_plan()
 
 
-def _canonical_route(text: pl.Series, sizes: pl.Series) -> pl.DataFrame:
-    """``_CANONICAL_PLAN`` over slices of the column, evaluated in parallel.
+def _bulk_route(plan: list[list[pl.Expr]], text: pl.Series, sizes: pl.Series) -> pl.DataFrame:
+    """A bulk route's ``plan`` over slices of the column, evaluated in parallel.
 
-    Each slice drops its captures and intermediate columns before the next
-    stage of the caller sees it: only the typed columns are kept.
+    Each slice drops its text and captures before the later stages: only the
+    typed columns are kept.
     """
     chunks = []
     for start in range(0, len(text), _BULK_CHUNK):
         lf = pl.LazyFrame({"v": text.slice(start, _BULK_CHUNK), "size": sizes.slice(start, _BULK_CHUNK)})
-        capture, members, *stages, final = _CANONICAL_PLAN
+        capture, members, *stages, final = plan
         lf = lf.select(capture).select(members)  # the text and the captures go here
         for stage in stages:
             lf = lf.with_columns(stage)
@@ -557,27 +609,33 @@ def decode_values(values: pl.Series) -> pl.DataFrame:
     ``error`` is null for well-formed values and then every other column holds
     the decoded member; otherwise the other columns are null.
 
-    Rows the canonical route proves well-formed (``_canonical_route``) are
-    decoded there, without a Python object per record; every other row goes
-    through the strict per-record route and the general instant grammar, and
-    its result replaces the canonical route's row. Which route a row takes
-    never changes its result.
+    Rows the canonical route proves well-formed are decoded there; rows in
+    another member order or with whitespace, which the any-order route proves
+    well-formed, there; both without a Python object per record. Every other
+    row goes through the strict per-record route and the general instant
+    grammar. Which route a row takes never changes its result.
     """
     if len(values) == 0:
         return pl.DataFrame(schema=DECODED_SCHEMA)
-    out = _canonical_route(_utf8_text(values), values.bin.size())
-    slow_idx = out.get_column("ok").not_().arg_true()
+    text, sizes = _utf8_text(values), values.bin.size()
+    out = _bulk_route(_CANONICAL_PLAN, text, sizes)
+    rest = out.get_column("ok").not_().arg_true()
     out = out.drop("ok")
-    if len(slow_idx):
-        slow_errors, slow_cols = _per_record(values.gather(slow_idx).to_list())
-        slow = _finish(
+    if not len(rest):
+        return out
+    again = _bulk_route(_ANY_ORDER_PLAN, text.gather(rest), sizes.gather(rest))
+    slow = again.get_column("ok").not_().arg_true()
+    again = again.drop("ok")
+    if len(slow):
+        slow_errors, slow_cols = _per_record(values.gather(rest.gather(slow)).to_list())
+        strict = _finish(
             pl.DataFrame(slow_cols, schema=_RAW_SCHEMA),
             pl.Series("error", slow_errors, dtype=pl.String),
         )
-        out = out.with_columns(
-            out.get_column(c).scatter(slow_idx, slow.get_column(c)) for c in DECODED_SCHEMA
+        again = again.with_columns(
+            again.get_column(c).scatter(slow, strict.get_column(c)) for c in DECODED_SCHEMA
         )
-    return out
+    return out.with_columns(out.get_column(c).scatter(rest, again.get_column(c)) for c in DECODED_SCHEMA)
 
 
 def decode_key(raw: bytes | None) -> StockKey | Malformed:

@@ -62,6 +62,50 @@ def q(s: str) -> str:
     return json.dumps(s, ensure_ascii=False)
 
 
+def layout(members: list[tuple[str, str]], ws: str = "", key: str | None = None) -> bytes:
+    """An object of ``members`` (name, JSON text) in that order, ``ws`` around every token;
+    ``key`` replaces the ``stock_key`` object's text."""
+    def obj(pairs: list[tuple[str, str]]) -> str:
+        return ws + "{" + ws + (ws + "," + ws).join(f'"{k}"{ws}:{ws}{v}' for k, v in pairs) + ws + "}" + ws
+
+    out = [(k, key if k == "stock_key" and key is not None else v) for k, v in members]
+    return obj(out).encode("utf-8", "surrogatepass")
+
+
+REORDERED = list(reversed(MEMBERS.items()))
+ANY_ORDER_CASES = [
+    layout(REORDERED),
+    layout(REORDERED, " "),
+    layout(REORDERED, "\t\r\n "),
+    layout(list(MEMBERS.items()), "\n"),
+    layout(REORDERED, key='{ "location" : "DC-1" , "item" : "ITEM-1" }'),
+    layout(REORDERED, "\x0b"),  # not JSON whitespace
+    layout(REORDERED, "\xa0"),
+    layout(REORDERED, "\x0c"),
+    layout(REORDERED[:-1] + [REORDERED[0]]),  # a duplicate in place of a missing member
+    layout(REORDERED + [REORDERED[0]]),  # eight members, one twice
+    layout(REORDERED[:-1]),  # six
+    layout(REORDERED, key='{"item":"A","item":"B"}'),  # no location, item twice
+    layout(REORDERED, key='{"item":"A","location":"B","item":"C"}'),
+    layout(REORDERED, key='{"item":"A"}'),
+    layout(REORDERED, key='{"item":"A","location":1}'),
+    layout(REORDERED, key='"ITEM-1"'),
+    layout(REORDERED, key='{"item":"A","location":"B","x":"C"}'),
+    layout([("extra", "1")] + REORDERED[1:]),  # an unknown name in a known one's place
+    layout([(k, '"x"') if k == "revision" else (k, v) for k, v in REORDERED]),  # a string where a number goes
+    layout([(k, "7") if k == "kind" else (k, v) for k, v in REORDERED]),
+    layout([(k, '"qty"') if k == "txn_id" else (k, v) for k, v in REORDERED]),  # a value that is a name
+    layout([(k, '"2025-03-01T10:00:00+01:00"') if k == "valid_time" else (k, v) for k, v in REORDERED]),
+    layout([(k, r'"T\u002d1"') if k == "txn_id" else (k, v) for k, v in REORDERED]),  # an escape
+    layout([(k, "9223372036854775808") if k == "qty" else (k, v) for k, v in REORDERED]),
+    layout([(k, "-0") if k == "qty" else (k, v) for k, v in REORDERED]),
+    layout([(k, "null") if k == "qty" else (k, v) for k, v in REORDERED]),
+    layout(REORDERED)[:-1] + b",}",
+    layout(REORDERED) + b"x",
+    b"[" + layout(REORDERED) + b"]",
+]
+
+
 ID = "x" * limits.MAX_ID_BYTES
 TWO_BYTE = "é" * (limits.MAX_ID_BYTES // 2)
 
@@ -96,6 +140,7 @@ CASES = [
     canonical(txn_id='""', item='""', location='""'),
     canonical().replace(b"ITEM-1", b"IT\xc3EM"),  # invalid UTF-8
     canonical().replace(b"ITEM-1", b"IT\xed\xa0\x80"),  # an encoded surrogate
+    *ANY_ORDER_CASES,
     # integers
     *(canonical(revision=str(n)) for n in (0, -1, INT64_MAX, INT64_MIN, INT64_MAX + 1, INT64_MIN - 1)),
     *(canonical(qty=str(n)) for n in (0, INT64_MAX, INT64_MIN, INT64_MAX + 1, INT64_MIN - 1, 10**30)),
@@ -162,8 +207,12 @@ def test_every_border_case_decodes_the_same_on_both_routes() -> None:
     accepted = bulk.get_column("error").is_null().sum()
     assert 15 < accepted < len(CASES) - 30
     column = pl.Series(CASES, dtype=pl.Binary)
-    proven = oracle_decode._canonical_route(oracle_decode._utf8_text(column), column.bin.size())
+    text, sizes = oracle_decode._utf8_text(column), column.bin.size()
+    proven = oracle_decode._bulk_route(oracle_decode._CANONICAL_PLAN, text, sizes)
     assert 15 < proven.get_column("ok").sum() < accepted
+    # the any-order route proves the canonical rows and the other layouts among the cases
+    any_order = oracle_decode._bulk_route(oracle_decode._ANY_ORDER_PLAN, text, sizes).get_column("ok")
+    assert (any_order | proven.get_column("ok")).sum() > proven.get_column("ok").sum() + 5
 
 
 def test_cases_one_at_a_time_and_shuffled_among_canonical_rows() -> None:
@@ -218,6 +267,47 @@ def values(draw: st.DrawFn) -> bytes:
 @settings(max_examples=150, deadline=None)
 @given(st.lists(values(), min_size=1, max_size=20))
 def test_generated_values_decode_the_same_on_both_routes(batch: list[bytes]) -> None:
+    both_routes_agree(batch)
+
+
+@st.composite
+def any_order_values(draw: st.DrawFn) -> bytes:
+    """A generated value's members in any order, some dropped or repeated, with any whitespace."""
+    def pick(valid: str, *broken: str) -> str:
+        return valid if draw(st.integers(0, 3)) else draw(st.sampled_from(broken))
+
+    pick_for = {
+        "txn_id": lambda: pick('"T-1"', '"qty"', '"x y"', r'"a\"b"', '""', "1"),
+        "revision": lambda: pick("1", "0", "-0", "01", '"1"', "9223372036854775808"),
+        "kind": lambda: pick('"NEW"', '"CANCEL"', '"kind"', "null"),
+        "stock_key": lambda: pick(
+            '{"item":"I","location":"L"}', '{"location":"L","item":"I"}', '{"item":"I"}',
+            '{"item":"I","item":"J"}', '{"item":"I","location":"L","item":"J"}', "{}", '"I"',
+        ),
+        "valid_time": lambda: pick(
+            '"2025-03-01T10:00:00Z"', '"2025-03-01T10:00:00.5z"', '"2025-02-30T10:00:00Z"',
+            '"2025-03-01T10:00:00+01:00"',
+        ),
+        "qty": lambda: pick("-5", "0", "-9223372036854775808", "1e2", "true"),
+        "source_time": lambda: pick('"2025-03-01T11:00:00Z"', '"2025-03-01T11:00:60Z"', '"x"'),
+    }
+    members = draw(st.permutations([(k, pick_for[k]()) for k in MEMBERS]))
+    if draw(st.integers(0, 2)) == 0:  # drop one, repeat one, or add an unknown one
+        how = draw(st.sampled_from(["drop", "repeat", "unknown"]))
+        i = draw(st.integers(0, len(members) - 1))
+        if how == "drop":
+            members = members[:i] + members[i + 1:]
+        elif how == "repeat":
+            members = members + [members[i]]
+        else:
+            members = members[:i] + [("extra", "1")] + members[i + 1:]
+    ws = draw(st.sampled_from(["", " ", "\n", "\t", "\r\n  ", "\x0b", "\u00a0"]))
+    return layout(members, ws)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(any_order_values(), min_size=1, max_size=20))
+def test_other_member_orders_and_whitespace_decode_the_same_on_both_routes(batch: list[bytes]) -> None:
     both_routes_agree(batch)
 
 
