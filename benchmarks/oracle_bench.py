@@ -315,8 +315,12 @@ def _time(fn: Any) -> tuple[float, Any]:
     return time.perf_counter() - t0, out
 
 
-def measure(n: int, runs: int, naive: bool) -> dict[str, Any]:
-    cfg, by_partition = generate(n)
+REORDERED_MAX = 1_000_000
+"""Largest size at which another producer's layout is timed too."""
+
+
+def measure(size: int, runs: int, naive: bool) -> dict[str, Any]:
+    cfg, by_partition = generate(size)
     columns = as_columns(by_partition)
     n = sum(len(recs) for recs in by_partition.values())  # rivals add a few records
     decode_s, compute_s, total_s, records_s = [], [], [], []
@@ -342,7 +346,7 @@ def measure(n: int, runs: int, naive: bool) -> dict[str, Any]:
         total_s.append(tt)
         records_s.append(tr)
     reordered_s = []
-    if n <= 1_000_000 and result is not None:
+    if size <= REORDERED_MAX and result is not None:
         columns = as_columns(by_partition, other_producer)
         for _ in range(runs):
             gc.collect()

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 from benchmarks import core_bench
 
@@ -323,3 +326,26 @@ def test_the_report_names_the_machine_speed_so_two_runs_absolute_figures_compare
     assert machine_line(old) == "on Linux-x, Python 3.11.7, 2 CPUs."
     line = machine_line(old | {"cpu_model": "AMD EPYC", "reference_loop_ns": 21.04})
     assert line.startswith("on Linux-x, Python 3.11.7, 2 CPUs (AMD EPYC). Machine speed: 21.0 ns per iteration")
+
+
+def test_the_oracle_bench_times_another_layout_at_its_largest_size_even_when_rivals_add_records(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from benchmarks import oracle_bench
+
+    real = oracle_bench.generate
+
+    def one_more(n: int) -> tuple[object, dict[int, list[object]]]:  # as same-revision rivals do
+        cfg, parts = real(n)
+        last = parts[0][-1]
+        parts[0].append(dataclasses.replace(last, coords=dataclasses.replace(last.coords, offset=len(parts[0]))))
+        return cfg, parts  # type: ignore[return-value]
+
+    monkeypatch.setattr(oracle_bench, "generate", one_more)
+    monkeypatch.setattr(oracle_bench, "REORDERED_MAX", 300)
+    row = oracle_bench.measure(300, runs=1, naive=False)
+    assert row["records"] == 301 and len(row["reordered_rps"]) == 1
+    assert not oracle_bench.measure(301, runs=1, naive=False)["reordered_rps"]
+    figures = {f.name for f in oracle_bench.run(sizes=(300,), runs=1, naive_max=0)}
+    assert "end to end, another producer's layout, 300 records" in figures
+    assert "end to end from Record values, 300 records" in figures
