@@ -379,17 +379,13 @@ def measure(size: int, runs: int, naive: bool) -> dict[str, Any]:
 _CHILD = """
 import gc, json, resource, time
 import amends_core.oracle as _oracle
-from benchmarks.oracle_bench import generate
-cfg, by_partition = generate({records})
+import benchmarks.oracle_bench as _bench
+cfg, by_partition = _bench.generate({records})
 n = sum(len(recs) for recs in by_partition.values())
-Columns = getattr(_oracle, "Columns", None)  # checkouts before it take Record values only
-if Columns is not None:  # as verification reads Kafka; the records themselves are dropped
-    by_partition = {{
-        p: Columns.of([r.coords.offset for r in rs], [r.key for r in rs], [r.value for r in rs],
-                      [r.reserved_header for r in rs])
-        for p, rs in by_partition.items()
-    }}
-form = "records" if Columns is None else "columns"
+as_columns = getattr(_bench, "as_columns", None)  # checkouts before it take Record values only
+if as_columns is not None:  # as verification reads Kafka; the records themselves are dropped
+    by_partition = as_columns(by_partition)
+form = "records" if as_columns is None else "columns"
 gc.collect()
 generated_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 try:

@@ -107,8 +107,12 @@ _DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeErr
 
 # ---------------------------------------------------------------- canonical layout
 
-_STR = r'"([^"\\\x00-\x1f]*)"'
-_INT = r"(-?(?:0|[1-9][0-9]*))"
+_STRING_BODY = r'[^"\\\x00-\x1f]*'
+"""String contents the bulk routes read: no quote, backslash or control character."""
+_INTEGER = r"-?(?:0|[1-9][0-9]*)"
+"""A JSON integer."""
+_STR = rf'"({_STRING_BODY})"'
+_INT = rf"({_INTEGER})"
 _ZULU = r'"([0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?[Zz])"'
 """An RFC 3339 instant in UTC (``Z``), with or without a fraction: a string that
 needs no escapes, with every digit at a fixed position up to the seconds."""
@@ -126,8 +130,8 @@ _FIELDS = ("txn_id", "revision", "kind", "item", "location", "valid_time", "qty"
 _WS = r"[ \t\n\r]*"
 """JSON's insignificant whitespace (exactly these four characters)."""
 _SCALARS = ("txn_id", "revision", "kind", "valid_time", "qty", "source_time")
-_VALUE = r'(?:"[^"\\\x00-\x1f]*"|-?(?:0|[1-9][0-9]*))'
-_KEY_MEMBER = rf'"(?:item|location)"{_WS}:{_WS}"[^"\\\x00-\x1f]*"'
+_VALUE = rf'(?:"{_STRING_BODY}"|{_INTEGER})'
+_KEY_MEMBER = rf'"(?:item|location)"{_WS}:{_WS}"{_STRING_BODY}"'
 _MEMBER = (
     rf'(?:"(?:{"|".join(_SCALARS)})"{_WS}:{_WS}{_VALUE}'
     rf'|"stock_key"{_WS}:{_WS}\{{{_WS}{_KEY_MEMBER}{_WS},{_WS}{_KEY_MEMBER}{_WS}\}})'
@@ -143,13 +147,14 @@ own pattern below, ``item`` and ``location`` only inside ``stock_key``) hold
 each exactly once; the two slots of ``stock_key`` likewise. A row matching
 this and every member pattern is therefore exactly one object with every
 member once and nothing unknown or trailing, as a canonical match is."""
+_ID_FIELDS = ("txn_id", "item", "location")
+_INT_FIELDS = ("revision", "qty")
+_INSTANT_FIELDS = ("valid_time", "source_time")
 _MEMBER_PATTERNS = {
-    f: rf'"{f}"{_WS}:{_WS}' + (_INT if f in ("revision", "qty") else _ZULU if f.endswith("_time") else _STR)
+    f: rf'"{f}"{_WS}:{_WS}' + (_INT if f in _INT_FIELDS else _ZULU if f in _INSTANT_FIELDS else _STR)
     for f in _FIELDS
 }
 """Per member: its name, the colon and its value of the expected type (captured)."""
-_ID_FIELDS = ("txn_id", "item", "location")
-_INT_FIELDS = ("revision", "qty")
 
 _RAW_SCHEMA: dict[str, pl.DataType] = {
     "txn_id": pl.String(),

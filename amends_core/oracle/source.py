@@ -76,11 +76,13 @@ class Columns:
         keys: list[bytes | None],
         values: list[bytes],
         reserved: list[bool] | None = None,
+        *,
+        where: str = "the offset column",
     ) -> Columns:
         """Columns from plain lists (what a reader collects); ``reserved`` defaults to
-        no row carrying the reserved header."""
+        no row carrying the reserved header. ``where`` names the offsets in an error."""
         if offsets and max(offsets) > INT64_MAX:  # Kafka offsets are int64; Polars would refuse
-            msg = f"offset {max(offsets)} is above the int64 range"
+            msg = f"{where} has offset {max(offsets)}, above the int64 range"
             raise OracleInputError(msg)
         return cls(
             pl.Series("offset", offsets, dtype=pl.Int64),
@@ -179,10 +181,7 @@ def _columns_of(source: str, p: int, recs: Sequence[Record]) -> Columns:
         add_value(r.value)
         add_key(r.key)
         add_offset(c.offset)
-    if offsets and max(offsets) > INT64_MAX:
-        msg = f"partition {p} has offset {max(offsets)}, above the int64 range"
-        raise OracleInputError(msg)
-    return Columns.of(offsets, keys, values, reserved)
+    return Columns.of(offsets, keys, values, reserved, where=f"partition {p}")
 
 
 def _check_offsets(p: int, offsets: pl.Series) -> None:
