@@ -28,6 +28,7 @@ import concurrent.futures
 import contextlib
 import enum
 import json
+import operator
 import time
 from collections.abc import Generator, Iterator, Mapping
 from dataclasses import dataclass
@@ -180,14 +181,26 @@ _UNREADABLE_HEADERS = (SystemError, UnicodeError, ValueError, TypeError)
 decodes header names as UTF-8 and raises SystemError when one is not)."""
 
 
+_HEADERS = operator.methodcaller("headers")
+"""``m.headers()``, called so that a failed conversion always raises.
+
+confluent-kafka converts a header name that is not UTF-8 into a list holding a
+NULL entry, caches that list in the message and returns it with the decoding
+error still set. A call through the C API's generic path (this one) checks the
+result and raises SystemError. A plain ``m.headers()`` does so only until the
+interpreter specializes its call site (after a few calls: any busy reader);
+from then on the broken list comes back as if nothing happened, and touching
+it crashes the process (segmentation fault)."""
+
+
 def read_headers(m: Any) -> list[tuple[str, bytes]] | None | Unreadable:
     """The message's headers, or ``UNREADABLE`` when the driver cannot convert them.
 
     Called at most once per message: after a failed conversion confluent-kafka
-    caches a list holding a NULL entry, which must never be touched.
+    caches a list holding a NULL entry, which must never be touched (``_HEADERS``).
     """
     try:
-        headers: list[tuple[str, bytes]] | None = m.headers()
+        headers: list[tuple[str, bytes]] | None = _HEADERS(m)
     except _UNREADABLE_HEADERS:
         return UNREADABLE
     return headers

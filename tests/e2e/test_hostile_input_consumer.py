@@ -6,7 +6,10 @@ Python API (it turns a bytes header name into its ``str()``), so the upstream
 producer here calls librdkafka's C API (the copy bundled with confluent-kafka)
 through ctypes, as a producer written in another language would. Measured with
 confluent-kafka 2.16: ``Message.headers()`` on such a message raises
-SystemError once and then returns a list holding a NULL entry.
+SystemError once and then returns a list holding a NULL entry; and a plain
+``m.headers()`` call site that the interpreter has specialized (after a few
+calls) returns that list at once, with no exception, which crashed a reader
+with a segmentation fault (see ``topics._HEADERS``).
 """
 
 from __future__ import annotations
@@ -14,6 +17,9 @@ from __future__ import annotations
 import ctypes
 import glob
 import json
+import subprocess
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +28,8 @@ import psycopg
 import pytest
 from confluent_kafka import Producer
 
+from amends_pipeline.kafka.realbroker import RealBroker
+from amends_pipeline.kafka.topics import Writer
 from tests.e2e.conftest import FIXTURE, Pipeline
 from tests.e2e.test_output_compaction import load, output_end, write_config
 
@@ -211,6 +219,48 @@ def test_a_source_record_whose_header_name_is_not_utf8_is_quarantined_and_the_wo
     report = json.loads(v.stdout)
     assert v.returncode == 1 and report["status"] == "PASS_WITH_EXCLUSIONS", report
     assert [(x["offset"], x["reason"]) for x in report["rejections"]] == [(bad_at, "RESERVED_HEADER")]
+
+
+_READ_EVERY_WAY = """
+import json, sys
+from amends_pipeline.kafka.topics import Reader, reserved_flag, to_record
+bootstrap, topic, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+seen = {}
+with Reader(bootstrap, topic) as r:
+    for round in range(3):  # the same messages again: every call site warm
+        seen.setdefault("per message", []).append([reserved_flag(m, None) for m in r.messages(0, 0, n)])
+        seen.setdefault("record", []).append([to_record("s", 0, m, None)[1] for m in r.messages(0, 0, n)])
+print(json.dumps(seen))
+"""
+
+
+def test_a_header_name_that_is_not_utf8_after_many_messages_with_headers_never_crashes_a_reader(
+    kafka_broker: RealBroker, topic_name: Callable[[str], str]
+) -> None:
+    """Reading it where every call site is warm flags it, by every route, again and again.
+
+    In a child process, so that a crash fails this test instead of ending the run.
+    """
+    t = topic_name("hdr")
+    kafka_broker.create_topic(t, 1)
+    w = Writer(kafka_broker.bootstrap)
+    for i in range(60):
+        w.produce(t, 0, b"before-%d" % i, KEY, [("trace", b"x")])
+    w.flush()
+    produce_in_c(kafka_broker.bootstrap, t, b"hidden", KEY, [(b"\xff\xfe", b"v")])
+    for i in range(20):
+        w.produce(t, 0, b"after-%d" % i, KEY, [("trace", b"y")])
+    w.flush()
+    done = subprocess.run(
+        [sys.executable, "-c", _READ_EVERY_WAY, kafka_broker.bootstrap, t, "81"],
+        capture_output=True, text=True, timeout=300, cwd=Path(__file__).parents[2], check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    want = [False] * 60 + [True] + [False] * 20
+    seen = json.loads(done.stdout)
+    assert set(seen) == {"per message", "record"}
+    for route, rounds in seen.items():
+        assert rounds == [want] * 3, route
 
 
 # ---------------------------------------------------------------- view side
