@@ -27,6 +27,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import enum
+import itertools
 import json
 import operator
 import time
@@ -405,11 +406,31 @@ class Reader:
     ) -> Generator[Any, None, None]:
         """Every message of [start, end) in offset order (raw confluent-kafka messages).
 
+        ``scan`` one message at a time; the same range, limit and errors.
+        """
+        with contextlib.closing(self.scan(partition, start, end, timeout, limit)) as scan:
+            for run in scan:
+                yield from run
+
+    def scan(
+        self,
+        partition: int,
+        start: int,
+        end: int,
+        timeout: float = 30.0,
+        limit: int | None = None,
+    ) -> Generator[list[Any], None, None]:
+        """Every message of [start, end) in offset order, in runs (non-empty lists) as fetched.
+
         Stops after ``limit`` messages when given. Offsets that deliver nothing
         (gaps) are passed over: the scan is complete once a message at or past
         ``end`` arrives or the partition's end is reached at or past ``end``.
         Raises OffsetLost when ``start`` is no longer retained, KafkaUnavailable
-        when the partition stops answering for ``timeout`` seconds.
+        when the partition stops answering for ``timeout`` seconds; the
+        messages fetched before the failure are given first.
+
+        Readers of many messages take whole runs: one generator step per fetch
+        instead of one per message.
         """
         if start >= end or limit == 0:
             return
@@ -431,33 +452,50 @@ class Reader:
                         raise KafkaUnavailable(msg + _at(self.bootstrap))
                     continue
                 idle = 0.0
+                run: list[Any] = []
+                add = run.append
+                done = False
+                failure: Exception | None = None
+                room = limit - given if limit is not None else len(batch) + 1  # never reached
                 for m in batch:
                     err = m.error()
                     if err is not None:
                         if err.code() == _DriverError._PARTITION_EOF:
                             if _offset(m) >= end:
-                                return  # the rest of the range is a gap up to the end
+                                done = True  # the rest of the range is a gap up to the end
+                                break
                             continue  # the end is still below ``end``: wait for more
                         if err.code() == _DriverError._AUTO_OFFSET_RESET:
                             msg = (
                                 f"{self.topic}[{partition}] no longer holds offset {expected}:"
                                 f" retention removed it ({err.str()})"
                             )
-                            raise OffsetLost(msg)
-                        msg = f"reading {self.topic}[{partition}]: {err.name()}: {err.str()}"
-                        if err.code() in _UNAVAILABLE:
-                            raise KafkaUnavailable(msg + _at(self.bootstrap))
-                        raise KafkaError(msg)
+                            failure = OffsetLost(msg)
+                        else:
+                            msg = f"reading {self.topic}[{partition}]: {err.name()}: {err.str()}"
+                            if err.code() in _UNAVAILABLE:
+                                failure = KafkaUnavailable(msg + _at(self.bootstrap))
+                            else:
+                                failure = KafkaError(msg)
+                        break
                     off = _offset(m)
                     if off < expected:
                         continue
                     if off >= end:
-                        return
+                        done = True
+                        break
                     expected = off + 1
-                    yield m
-                    given += 1
-                    if expected >= end or (limit is not None and given >= limit):
-                        return  # the range is covered: never wait a fetch for what lies past it
+                    add(m)
+                    if expected >= end or len(run) >= room:
+                        done = True  # the range is covered: never wait a fetch for what lies past it
+                        break
+                if run:
+                    given += len(run)
+                    yield run
+                if failure is not None:
+                    raise failure
+                if done:
+                    return
         except KafkaException as e:
             msg_0 = f"reading {self.topic}[{partition}]"
             raise _raise_from(msg_0, e, self.bootstrap) from e
@@ -483,12 +521,17 @@ class Reader:
         """
         msgs: list[Any] = []
         size = 0
-        with contextlib.closing(self.messages(partition, start, end, limit=limit)) as scan:
-            for m in scan:
-                msgs.append(m)
-                size += len(m.value() or b"") + len(m.key() or b"")
-                if max_bytes is not None and size >= max_bytes and m.offset() + 1 < end:
-                    return msgs, m.offset() + 1
+        with contextlib.closing(self.scan(partition, start, end, limit=limit)) as scan:
+            for run in scan:
+                if max_bytes is not None:
+                    sizes = [len(m.value() or b"") + len(m.key() or b"") for m in run]
+                    if size + sum(sizes) >= max_bytes:
+                        for i, total in enumerate(itertools.accumulate(sizes, initial=size)):
+                            if i and total >= max_bytes and run[i - 1].offset() + 1 < end:
+                                msgs += run[:i]
+                                return msgs, run[i - 1].offset() + 1
+                    size += sum(sizes)
+                msgs += run
         if limit is not None and msgs and len(msgs) >= limit:
             return msgs, msgs[-1].offset() + 1
         return msgs, max(start, end)
@@ -521,13 +564,44 @@ def reserved_flag(m: Any, marker: tuple[int, Marker] | None) -> bool | None:
     carrying it: never the marker, always a record rejected as RESERVED_HEADER,
     by the worker and the oracle alike (both read through here).
     """
-    headers = read_headers(m)
+    return _flag(m, read_headers(m), marker)
+
+
+def _flag(
+    m: Any, headers: list[tuple[str, bytes]] | None | Unreadable, marker: tuple[int, Marker] | None
+) -> bool | None:
+    """``reserved_flag`` of ``m`` with its headers already read."""
     if headers is UNREADABLE:
         return True
     reserved = is_marker(headers)
     if reserved and marker is not None and m.offset() == marker[0] and Marker.parse(m.value()) == marker[1]:
         return None
     return reserved
+
+
+def _headers_of(run: list[Any]) -> list[list[tuple[str, bytes]] | None | Unreadable]:
+    """``read_headers`` of every message of ``run``, each message's headers read once."""
+    out: list[list[tuple[str, bytes]] | None | Unreadable] = []
+    add, headers = out.append, _HEADERS
+    while len(out) < len(run):
+        try:
+            for m in itertools.islice(run, len(out), None):
+                add(headers(m))
+        except _UNREADABLE_HEADERS:
+            add(UNREADABLE)  # the message at this position raised: never touched again
+    return out
+
+
+def reserved_flags(run: list[Any], marker: tuple[int, Marker] | None) -> list[bool | None]:
+    """``reserved_flag`` of every message of ``run`` (a ``Reader.scan`` run).
+
+    Messages without headers, nearly all of them, carry no marker header: a run
+    without any header costs one header read per message and nothing else.
+    """
+    headers = _headers_of(run)
+    if not any(headers):
+        return [False] * len(run)
+    return [False if h is None else _flag(m, h, marker) for m, h in zip(run, headers, strict=True)]
 
 
 def to_record(
@@ -542,6 +616,18 @@ def to_record(
     if reserved is None:
         return None, True
     return Record(m.value() or b"", m.key(), Coordinates(source, partition, m.offset()), reserved), reserved
+
+
+def to_records(
+    source: str, partition: int, run: list[Any], marker: tuple[int, Marker] | None
+) -> list[Record]:
+    """``to_record`` of every message of ``run`` (a ``Reader.scan`` run), the recorded
+    marker left out: the records, in offset order."""
+    return [
+        Record(m.value() or b"", m.key(), Coordinates(source, partition, m.offset()), flag)
+        for m, flag in zip(run, reserved_flags(run, marker), strict=True)
+        if flag is not None
+    ]
 
 
 class Writer:

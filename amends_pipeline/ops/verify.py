@@ -55,7 +55,7 @@ from amends_core.verify import (
     run_oracle,
     verify,
 )
-from amends_pipeline.kafka.topics import OffsetLost, Reader, reserved_flag
+from amends_pipeline.kafka.topics import OffsetLost, Reader, reserved_flags
 from amends_pipeline.manifest import IncarnationMismatch, Manifest, check_source
 from amends_pipeline.ops.skip import skip_command
 from amends_pipeline.postgres.store import PartitionStop, PgStore, SkipEntry
@@ -82,15 +82,15 @@ def read_partition(reader: Reader, m: Manifest, partition: int, start: int, end:
     values: list[bytes] = []
     reserved: list[bool] = []
     marker = m.marker_at(partition)
-    add_offset, add_key, add_value, add_flag = offsets.append, keys.append, values.append, reserved.append
-    for msg in reader.messages(partition, start, end):
-        flag = reserved_flag(msg, marker)
-        if flag is None:
-            continue  # the recorded marker: not a record
-        add_flag(flag)
-        add_offset(msg.offset())
-        add_key(msg.key())
-        add_value(msg.value() or b"")
+    for run in reader.scan(partition, start, end):
+        flags = reserved_flags(run, marker)
+        if None in flags:  # the recorded marker: not a record
+            run = [msg for msg, flag in zip(run, flags, strict=True) if flag is not None]
+            flags = [flag for flag in flags if flag is not None]
+        offsets += [msg.offset() for msg in run]
+        keys += [msg.key() for msg in run]
+        values += [msg.value() or b"" for msg in run]
+        reserved += [flag is True for flag in flags]
     return Columns.of(offsets, keys, values, reserved)
 
 

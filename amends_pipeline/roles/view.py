@@ -39,7 +39,9 @@ class KafkaOutputSource:
         return self.reader.watermarks(partition)
 
     def records(self, partition: int, start: int, end: int) -> list[tuple[int, Any]]:
-        return [(m.offset(), m.value() or b"") for m in self.reader.messages(partition, start, end)]
+        return [
+            (m.offset(), m.value() or b"") for run in self.reader.scan(partition, start, end) for m in run
+        ]
 
 
 class ViewPartition(View):

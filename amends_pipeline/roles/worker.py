@@ -13,7 +13,7 @@ import time
 
 from amends_core.ledger import Record
 from amends_core.roles.worker import BATCH_BYTES, CLAIM_ATTEMPTS, StepResult, Worker
-from amends_pipeline.kafka.topics import OffsetLost, Reader, to_record
+from amends_pipeline.kafka.topics import OffsetLost, Reader, to_records
 from amends_pipeline.manifest import Manifest, SourceLost, check_range, check_source
 from amends_pipeline.postgres.store import PgStore
 
@@ -67,10 +67,7 @@ class KafkaSource:
                 self.reset()
                 check_range(self.manifest, p, self.reader.watermarks(p), position)
                 raise
-            for m in msgs:
-                rec, _ = to_record(source, p, m, marker)
-                if rec is not None:
-                    records.append(rec)
+            records += to_records(source, p, msgs, marker)
         return records, position
 
 

@@ -223,13 +223,17 @@ def test_a_source_record_whose_header_name_is_not_utf8_is_quarantined_and_the_wo
 
 _READ_EVERY_WAY = """
 import json, sys
-from amends_pipeline.kafka.topics import Reader, reserved_flag, to_record
+from amends_pipeline.kafka.topics import Reader, reserved_flag, reserved_flags, to_record, to_records
 bootstrap, topic, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 seen = {}
 with Reader(bootstrap, topic) as r:
     for round in range(3):  # the same messages again: every call site warm
         seen.setdefault("per message", []).append([reserved_flag(m, None) for m in r.messages(0, 0, n)])
+        seen.setdefault("runs", []).append([f for run in r.scan(0, 0, n) for f in reserved_flags(run, None)])
         seen.setdefault("record", []).append([to_record("s", 0, m, None)[1] for m in r.messages(0, 0, n)])
+        seen.setdefault("records", []).append(
+            [rec.reserved_header for run in r.scan(0, 0, n) for rec in to_records("s", 0, run, None)]
+        )
 print(json.dumps(seen))
 """
 
@@ -258,7 +262,7 @@ def test_a_header_name_that_is_not_utf8_after_many_messages_with_headers_never_c
     assert done.returncode == 0, done.stderr[-2000:]
     want = [False] * 60 + [True] + [False] * 20
     seen = json.loads(done.stdout)
-    assert set(seen) == {"per message", "record"}
+    assert set(seen) == {"per message", "runs", "record", "records"}
     for route, rounds in seen.items():
         assert rounds == [want] * 3, route
 

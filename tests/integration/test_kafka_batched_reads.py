@@ -7,7 +7,16 @@ from pathlib import Path
 
 from amends_pipeline.kafka.devbroker import DevBroker
 from amends_pipeline.kafka.realbroker import RealBroker
-from amends_pipeline.kafka.topics import Reader, Writer
+from amends_pipeline.kafka.topics import (
+    MARKER_HEADER,
+    Marker,
+    Reader,
+    Writer,
+    reserved_flag,
+    reserved_flags,
+    to_record,
+    to_records,
+)
 
 
 def _fill(bootstrap: str, topic: str, partition: int, values: list[bytes]) -> None:
@@ -108,3 +117,64 @@ def test_every_delivery_report_is_in_by_the_flush_however_seldom_produce_polls(
     w.produce(t, 0, b"one more", None)  # fewer than POLL_EVERY since the last poll
     w.flush()
     assert w.delivered[-1] == (0, n)
+
+
+def _scan_values(r: Reader, partition: int, start: int, end: int, limit: int | None = None) -> list[list[bytes]]:
+    return [[m.value() for m in run] for run in r.scan(partition, start, end, limit=limit)]
+
+
+def test_a_scan_gives_the_messages_of_its_range_in_runs_that_join_to_what_messages_gives(
+    kafka_broker: RealBroker, topic_name: Callable[[str], str]
+) -> None:
+    t = topic_name("t")
+    kafka_broker.create_topic(t, 1)
+    values = [f"s{i}".encode() for i in range(25_000)]  # more than one fetch, more than 10,000 a consume
+    _fill(kafka_broker.bootstrap, t, 0, values)
+    with Reader(kafka_broker.bootstrap, t) as r:
+        for start, end, limit in [(0, 25_000, None), (3, 17_003, None), (100, 25_000, 12_345), (24_999, 25_000, None)]:
+            runs = _scan_values(r, 0, start, end, limit)
+            assert runs and all(runs), "runs are never empty"
+            want = values[start:end][:limit]
+            assert [v for run in runs for v in run] == want == [m.value() for m in r.messages(0, start, end, limit=limit)]
+        assert len(_scan_values(r, 0, 0, 25_000)) > 2  # whole fetches, not one run per message or one run
+        assert _scan_values(r, 0, 10, 10) == [] and _scan_values(r, 0, 0, 100, limit=0) == []
+
+
+def test_batch_flags_and_records_equal_the_per_message_route_on_every_kind_of_header(
+    kafka_broker: RealBroker, topic_name: Callable[[str], str]
+) -> None:
+    """``reserved_flags``/``to_records`` read each message's headers once and agree with
+    ``reserved_flag``/``to_record``: plain messages, other headers, the marker header on
+    a record, the recorded marker itself and a header name that is not UTF-8, in one run."""
+    from tests.e2e.test_hostile_input_consumer import produce_in_c  # raw header names need the C client
+
+    t = topic_name("t")
+    kafka_broker.create_topic(t, 1)
+    recorded = Marker("ns", "src", "nonce", 0)
+    w = Writer(kafka_broker.bootstrap)
+    w.produce(t, 0, b"plain-0", b"k0")
+    w.produce(t, 0, recorded.to_bytes(), None, [(MARKER_HEADER, b"1")])  # offset 1: the recorded marker
+    w.produce(t, 0, b"other-header", b"k2", [("trace", b"x")])
+    w.produce(t, 0, Marker("ns", "src", "another", 0).to_bytes(), None, [(MARKER_HEADER, b"1")])
+    w.produce(t, 0, b"marked-record", b"k4", [("trace", b"y"), (MARKER_HEADER, None)])
+    w.flush()
+    produce_in_c(kafka_broker.bootstrap, t, b"unreadable", b"k5", [(b"\xff\xfe", b"v")])
+    w.produce(t, 0, b"", None)
+    w.produce(t, 0, b"plain-7", b"k7")
+    w.flush()
+    marker = (1, recorded)
+    with Reader(kafka_broker.bootstrap, t) as r:
+        per_message = [reserved_flag(m, marker) for m in r.messages(0, 0, 8)]
+        assert per_message == [False, None, False, True, True, True, False, False]
+        (run,) = list(r.scan(0, 0, 8))
+        assert reserved_flags(run, marker) == per_message
+        singles = [to_record("src", 0, m, marker)[0] for m in r.messages(0, 0, 8)]
+        (run,) = list(r.scan(0, 0, 8))
+        records = to_records("src", 0, run, marker)
+        assert records == [rec for rec in singles if rec is not None]
+        assert [(rec.coords.offset, rec.key, rec.reserved_header) for rec in records] == [
+            (0, b"k0", False), (2, b"k2", False), (3, None, True), (4, b"k4", True), (5, b"k5", True),
+            (6, None, False), (7, b"k7", False),
+        ]
+        (run,) = list(r.scan(0, 6, 8))
+        assert reserved_flags(run, marker) == [False, False]  # a run without headers
