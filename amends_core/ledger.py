@@ -276,6 +276,11 @@ def _name_problem(text: str, max_bytes: int) -> str | None:
     return None
 
 
+def _key_name(key: StockKey) -> str:
+    """How a configuration problem names a stock key (its JSON form)."""
+    return compact_json(key.to_json())
+
+
 class ConfigError(ValueError):
     """The configuration cannot be used; the message says why in one line."""
 
@@ -305,6 +310,9 @@ class Config:
     )
     _digest: list[str] = field(default_factory=list, init=False, repr=False, compare=False, hash=False)
     """Memo of ``digest()``: guards compare it on every record."""
+    _usable: list[bool] = field(default_factory=list, init=False, repr=False, compare=False, hash=False)
+    """Memo of a ``validate`` that passed: every store and every oracle call checks the
+    configuration, and a check reads every key."""
 
     def __post_init__(self) -> None:
         index = {kc.key: kc for kc in self.keys}
@@ -312,9 +320,12 @@ class Config:
 
     def validate(self) -> Config:
         """Raise ConfigError naming the first problem; return self when usable."""
+        if self._usable:
+            return self
         msg = self.problem()
         if msg is not None:
             raise ConfigError(msg)
+        self._usable.append(True)
         return self
 
     def problem(self) -> str | None:
@@ -339,23 +350,22 @@ class Config:
         seen: set[StockKey] = set()
         for kc in self.keys:
             k = kc.key
-            name = compact_json(k.to_json())
             if not k.item or not k.location:
-                return f"stock key {name} has an empty member"
+                return f"stock key {_key_name(k)} has an empty member"
             for what, text in (("item", k.item), ("location", k.location)):
                 problem = _name_problem(text, limits.MAX_ID_BYTES)
                 if problem is not None:
-                    return f"{what} of stock key {name[:80]} {problem}"
+                    return f"{what} of stock key {_key_name(k)[:80]} {problem}"
             if k in seen:
-                return f"duplicate stock key {name}"
+                return f"duplicate stock key {_key_name(k)}"
             seen.add(k)
             if not 0 <= kc.partition < self.partitions:
                 return (
-                    f"stock key {name} maps to partition {kc.partition},"
+                    f"stock key {_key_name(k)} maps to partition {kc.partition},"
                     f" outside 0..{self.partitions - 1}"
                 )
             if not in_int64(kc.opening_balance) or not in_int64(kc.reorder_threshold):
-                return f"opening_balance or reorder_threshold of {name} is outside signed 64-bit"
+                return f"opening_balance or reorder_threshold of {_key_name(k)} is outside signed 64-bit"
         if not timefmt.day_in_range(self.origin_ns // timefmt.NS_PER_DAY):
             return "origin is outside the supported calendar range (years 1-9999)"
         return None
