@@ -125,3 +125,25 @@ def test_namespaces_in_one_schema_never_see_each_other(open_store, admin):
     with pytest.raises(psycopg.errors.UniqueViolation):
         admin.execute("INSERT INTO namespaces (name, config_digest, config, partitions)"
                       " VALUES ('ns-a', 'x', '{}', 1)")
+
+
+def test_consumed_offsets_are_every_applied_and_quarantined_offset_below_the_bound_ascending(open_store):
+    """What verification compares with the source: applied records and quarantined ones, of
+    this partition and namespace only, below ``below``; nothing for a partition never read."""
+    keys = [(b.K1, 100, 60, 0), (b.K2, 50, 40, 1)]
+    store = open_store(b.config(keys, partitions=2))
+    other = open_store(b.config(keys, partitions=2, namespace="ns-other"))
+    other.process(other.claim(0), 0, b.records([b.txn(f"O{i}") for i in range(5)]))
+    assert store.consumed_offsets(0, 100) == [] and store.consumed_offsets(1, 100) == []
+    tok = store.claim(0)
+    store.process(tok, 0, [
+        b.record(b.txn("A"), 0),
+        b.record(b"\x00junk", 1),  # quarantined (MALFORMED)
+        b.record(b.txn("B", key=b.K2), 2),  # quarantined (ROUTING: K2 lives on partition 1)
+        b.record(b.txn("C"), 3),
+    ])
+    store.process(tok, 4, [b.record(b.txn(f"D{i}"), 10 + i) for i in range(3)], until=20)
+    assert store.consumed_offsets(0, 100) == [0, 1, 2, 3, 10, 11, 12]
+    assert store.consumed_offsets(0, 11) == [0, 1, 2, 3, 10]
+    assert store.consumed_offsets(0, 0) == []
+    assert store.consumed_offsets(1, 100) == []
