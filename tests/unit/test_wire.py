@@ -229,6 +229,29 @@ def test_config_decoding_is_strict_and_validated() -> None:
             wire.decode_config(json.dumps(b).encode())
 
 
+def test_a_configuration_that_passed_its_check_is_not_checked_again_but_a_changed_copy_is() -> None:
+    import dataclasses
+
+    from amends_core.ledger import ConfigError, KeyConfig
+
+    good = {
+        "schema_version": 1, "namespace": "n", "source_incarnation": "s", "partitions": 2,
+        "origin": "2026-01-01T00:00:00Z",
+        "keys": [{"item": "i", "location": "l", "opening_balance": 1, "reorder_threshold": 0, "partition": 1}],
+    }
+    cfg = wire.decode_config(json.dumps(good).encode())
+    assert cfg.validate() is cfg
+    # A copy is checked on its own: the memo is never copied into it.
+    moved = dataclasses.replace(cfg, partitions=1)
+    with pytest.raises(ConfigError, match=r'stock key \{"item":"i","location":"l"\} maps to partition 1'):
+        moved.validate()
+    with pytest.raises(ConfigError, match="maps to partition 1"):
+        moved.validate()  # a failed check is made again, and fails again
+    twice = dataclasses.replace(cfg, keys=cfg.keys + (KeyConfig(cfg.keys[0].key, 2, 0, 0),))
+    with pytest.raises(ConfigError, match=r'duplicate stock key \{"item":"i","location":"l"\}'):
+        twice.validate()
+
+
 def test_config_digest_ignores_key_order_and_origin_offset_spelling() -> None:
     base = {
         "schema_version": 1, "namespace": "n", "source_incarnation": "s", "partitions": 1,
