@@ -100,7 +100,7 @@ def _verify_memory(a: argparse.Namespace) -> list[Figure]:
     from benchmarks import verify_memory_bench as b
 
     records = b.TINY_RECORDS if a.tiny else a.verify_records
-    return b.run(records=records, baseline=a.baseline_checkout, runs=1)
+    return b.run(records=records, baseline=a.baseline_checkout, runs=1 if a.tiny else a.runs_slow)
 
 
 SUITES: dict[str, Suite] = {

@@ -32,7 +32,8 @@ def test_the_tiny_verify_memory_benchmark_measures_verify_now_and_from_a_baselin
     assert {f["group"] for f in figs} == {"verify memory"}
     names = [f["name"] for f in figs]
     assert any(n.startswith("amends verify peak RSS, ") for n in names)
-    assert any(n.startswith("amends verify peak RSS before the fix") for n in names)
-    assert any(n.startswith("peak RSS now / before the fix") for n in names)
+    assert any(n.startswith("amends verify peak RSS, baseline ") for n in names)
+    assert any(n.startswith("peak RSS now / baseline") for n in names)
+    assert any(n.startswith("wall time now / baseline") for n in names)
     assert not any("boundary not reached" in n for n in names), names
     assert all(f["unit"] in ("MiB", "s", "x") for f in figs)
