@@ -242,6 +242,11 @@ def receipt_runs(receipts: Sequence[tuple[int, int | None]]) -> list[tuple[int, 
     return runs
 
 
+CONSUMED_OFFSETS_PER_ARRAY = 1 << 22
+"""Offsets ``consumed_offsets`` reads in one array value (a range of that many offsets:
+32 MiB at most)."""
+
+
 class PgStore:
     """Processing state of one namespace in PostgreSQL. One instance per worker thread."""
 
@@ -909,16 +914,21 @@ class PgStore:
         """
         self._check_partition(partition)
         with self.db.transaction(self._label("reading consumed offsets"), snapshot=True) as conn:
-            # One binary array instead of a row per offset (a verification reads millions).
-            row = conn.cursor(binary=True).execute(
+            # Binary arrays of a range of offsets each instead of a row per offset (a
+            # verification reads millions); each array stays far below PostgreSQL's 1 GB
+            # limit on one value.
+            rows = conn.cursor(binary=True).execute(
                 "SELECT array_agg(src_offset) FROM ("
                 "SELECT o.src_offset FROM observations o JOIN stock_keys k ON k.key_id = o.key_id"
                 " WHERE k.ns_id = %s AND k.partition = %s AND o.src_offset < %s"
                 " UNION ALL SELECT src_offset FROM quarantine"
-                " WHERE ns_id = %s AND partition = %s AND src_offset < %s) consumed",
-                (self.ns_id, partition, below, self.ns_id, partition, below),
-            ).fetchone()
-        offsets: list[int] = [] if row is None or row[0] is None else row[0]
+                " WHERE ns_id = %s AND partition = %s AND src_offset < %s) consumed"
+                " GROUP BY src_offset / %s",
+                (self.ns_id, partition, below, self.ns_id, partition, below, CONSUMED_OFFSETS_PER_ARRAY),
+            ).fetchall()
+        offsets: list[int] = []
+        for (some,) in rows:
+            offsets += some
         offsets.sort()
         return offsets
 

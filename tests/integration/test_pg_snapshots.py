@@ -9,6 +9,7 @@ import pytest
 
 from amends_core.store.memory import MemoryStore
 from amends_core.view import ViewState
+from amends_pipeline.postgres import store as pg_store
 from amends_pipeline.postgres.errors import StoreError
 from tests import builders as b
 
@@ -127,9 +128,14 @@ def test_namespaces_in_one_schema_never_see_each_other(open_store, admin):
                       " VALUES ('ns-a', 'x', '{}', 1)")
 
 
-def test_consumed_offsets_are_every_applied_and_quarantined_offset_below_the_bound_ascending(open_store):
+@pytest.mark.parametrize("per_array", [1 << 22, 4], ids=["one-array", "arrays-of-4-offsets"])
+def test_consumed_offsets_are_every_applied_and_quarantined_offset_below_the_bound_ascending(
+    open_store, monkeypatch, per_array
+):
     """What verification compares with the source: applied records and quarantined ones, of
-    this partition and namespace only, below ``below``; nothing for a partition never read."""
+    this partition and namespace only, below ``below``; nothing for a partition never read.
+    Read in one array or in several (one per range of ``per_array`` offsets)."""
+    monkeypatch.setattr(pg_store, "CONSUMED_OFFSETS_PER_ARRAY", per_array)
     keys = [(b.K1, 100, 60, 0), (b.K2, 50, 40, 1)]
     store = open_store(b.config(keys, partitions=2))
     other = open_store(b.config(keys, partitions=2, namespace="ns-other"))
