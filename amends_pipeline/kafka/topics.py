@@ -530,12 +530,13 @@ class Reader:
             for run in scan:
                 if max_bytes is not None:
                     sizes = [len(m.value() or b"") + len(m.key() or b"") for m in run]
-                    if size + sum(sizes) >= max_bytes:
+                    after = size + sum(sizes)
+                    if after >= max_bytes:
                         for i, total in enumerate(itertools.accumulate(sizes, initial=size)):
                             if i and total >= max_bytes and run[i - 1].offset() + 1 < end:
                                 msgs += run[:i]
                                 return msgs, run[i - 1].offset() + 1
-                    size += sum(sizes)
+                    size = after
                 msgs += run
         if limit is not None and msgs and len(msgs) >= limit:
             return msgs, msgs[-1].offset() + 1

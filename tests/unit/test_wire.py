@@ -204,14 +204,18 @@ def test_undecodable_transport_keys_are_decode_errors(raw: bytes | None) -> None
     assert isinstance(wire.decode_transport_key(raw), wire.DecodeError)
 
 
+_GOOD_CONFIG = {
+    "schema_version": 1, "namespace": "n", "source_incarnation": "s", "partitions": 2,
+    "origin": "2026-01-01T00:00:00+01:00",
+    "keys": [{"item": "i", "location": "l", "opening_balance": 1, "reorder_threshold": 0, "partition": 1}],
+}
+"""A usable configuration document: one key, on the second of two partitions."""
+
+
 def test_config_decoding_is_strict_and_validated() -> None:
     from amends_core.ledger import ConfigError
 
-    good = {
-        "schema_version": 1, "namespace": "n", "source_incarnation": "s", "partitions": 2,
-        "origin": "2026-01-01T00:00:00+01:00",
-        "keys": [{"item": "i", "location": "l", "opening_balance": 1, "reorder_threshold": 0, "partition": 1}],
-    }
+    good = _GOOD_CONFIG
     cfg = wire.decode_config(json.dumps(good).encode())
     assert timefmt.format_instant(cfg.origin_ns) == "2025-12-31T23:00:00Z"
     bad_cases = [
@@ -234,12 +238,7 @@ def test_a_configuration_that_passed_its_check_is_not_checked_again_but_a_change
 
     from amends_core.ledger import ConfigError, KeyConfig
 
-    good = {
-        "schema_version": 1, "namespace": "n", "source_incarnation": "s", "partitions": 2,
-        "origin": "2026-01-01T00:00:00Z",
-        "keys": [{"item": "i", "location": "l", "opening_balance": 1, "reorder_threshold": 0, "partition": 1}],
-    }
-    cfg = wire.decode_config(json.dumps(good).encode())
+    cfg = wire.decode_config(json.dumps(_GOOD_CONFIG).encode())
     assert cfg.validate() is cfg
     # A copy is checked on its own: the memo is never copied into it.
     moved = dataclasses.replace(cfg, partitions=1)
