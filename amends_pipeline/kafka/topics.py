@@ -96,8 +96,8 @@ def consumer_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
         "fetch.wait.max.ms": 20,  # the development broker answers empty fetches only after this
         # Once a long read has queued queued.min.messages (100,000) ahead of the reader,
         # librdkafka stops fetching and by default waits 1 s before it looks again: a
-        # reader that catches up idles for most of that second (verification reading
-        # 1M records spent about 4 of its 11 s there). Look again soon instead.
+        # reader that catches up idles for most of that second, about once per 250,000
+        # messages (docs/benchmarks.md, 'verify memory'). Look again soon instead.
         "fetch.queue.backoff.ms": 10,
         "enable.partition.eof": True,
         "socket.timeout.ms": 10_000,
