@@ -592,6 +592,32 @@ _int_text = int.__repr__
 """How ``json`` writes an integer (``int.__repr__``, also for subclasses)."""
 
 
+_heads: dict[tuple[int, str, Family], str] = {}
+"""An envelope's text up to its stock key, per schema version, namespace and family."""
+_key_texts: dict[StockKey, str] = {}
+"""An output ID's stock key member, per key, up to the day's value."""
+_TEXTS_REMEMBERED = 1 << 16
+
+
+def _head_text(schema_version: int, namespace: str, family: Family) -> str:
+    text = (
+        '{"schema_version":' + _int_text(schema_version)
+        + ',"output_id":{"namespace":' + _json_string(namespace) + ',"family":' + _json_string(family)
+    )
+    if len(_heads) >= _TEXTS_REMEMBERED:
+        _heads.clear()
+    _heads[(schema_version, namespace, family)] = text
+    return text
+
+
+def _key_text(k: StockKey) -> str:
+    text = f',"stock_key":{{"item":{_json_string(k.item)},"location":{_json_string(k.location)}}},"day":'
+    if len(_key_texts) >= _TEXTS_REMEMBERED:
+        _key_texts.clear()
+    _key_texts[k] = text
+    return text
+
+
 def _envelope_text(env: Envelope) -> str | None:
     """``compact_json(env.to_json())`` written directly, or None to use the general route.
 
@@ -600,7 +626,9 @@ def _envelope_text(env: Envelope) -> str | None:
     optional members. Strings are escaped by the function ``json.dumps`` uses with
     ``ensure_ascii=False`` (the enums are ``StrEnum``: their text is their value),
     members follow ``to_json``'s order, so the text is the same character for
-    character (tests/unit/test_envelope_bytes.py compares both).
+    character (tests/unit/test_envelope_bytes.py compares both). The parts that
+    repeat from envelope to envelope (up to the family, the stock key member and
+    the day) are written once and remembered, a bounded number of each.
     """
     oid, p, c = env.output_id, env.payload, env.cause
     k = oid.key
@@ -619,32 +647,33 @@ def _envelope_text(env: Envelope) -> str | None:
     payload = '{"present":true' if p.present else '{"present":false'
     if p.close is not None:
         if p.threshold is not None:
-            payload += ',"threshold":' + _int_text(p.threshold)
-        payload += ',"close":' + _int_text(p.close)
+            payload = f'{payload},"threshold":{p.threshold},"close":{p.close}'
+        else:
+            payload = f'{payload},"close":{p.close}'
     if p.status is not None:
         refs = []
         for r in p.reasons:
             if type(r) is not ConflictRef or type(r.txn_id) is not str or type(r.revision) is not int:
                 return None
-            refs.append('{"txn_id":' + _json_string(r.txn_id) + ',"revision":' + _int_text(r.revision) + "}")
-        payload += ',"status":' + _json_string(p.status) + ',"reasons":[' + ",".join(refs) + "]"
+            refs.append(f'{{"txn_id":{_json_string(r.txn_id)},"revision":{r.revision}}}')
+        payload = f'{payload},"status":{_json_string(p.status)},"reasons":[{",".join(refs)}]'
         if env.schema_version >= 2:
             if type(p.reason_count) is not int:
                 return None
-            payload += ',"reason_count":' + _int_text(p.reason_count)
-    day_text = "null" if day is None else _json_string(timefmt.format_day(day))
+            payload = f'{payload},"reason_count":{p.reason_count}'
+    head = _heads.get((env.schema_version, oid.namespace, oid.family))
+    if head is None:
+        head = _head_text(env.schema_version, oid.namespace, oid.family)
+    key_text = _key_texts.get(k)
+    if key_text is None:
+        key_text = _key_text(k)
+    day_text = "null" if day is None else f'"{timefmt.format_day(day)}"'  # digits and dashes only
+    # One f-string builds the text at once; an exact int formats as int.__repr__, as json writes it.
     return (
-        '{"schema_version":' + _int_text(env.schema_version)
-        + ',"output_id":{"namespace":' + _json_string(oid.namespace)
-        + ',"family":' + _json_string(oid.family)
-        + ',"stock_key":{"item":' + _json_string(k.item) + ',"location":' + _json_string(k.location)
-        + '},"day":' + day_text
-        + '},"version":' + _int_text(env.version)
-        + ',"type":' + _json_string(env.type)
-        + ',"payload":' + payload
-        + '},"cause":{"source":' + _json_string(c.source) + ',"partition":' + _int_text(c.partition)
-        + ',"offset":' + _int_text(c.offset) + ',"txn_id":' + _json_string(c.txn_id)
-        + ',"revision":' + _int_text(c.revision) + "}}"
+        f'{head}{key_text}{day_text}'
+        f'}},"version":{env.version},"type":{_json_string(env.type)},"payload":{payload}'
+        f'}},"cause":{{"source":{_json_string(c.source)},"partition":{c.partition}'
+        f',"offset":{c.offset},"txn_id":{_json_string(c.txn_id)},"revision":{c.revision}}}}}'
     )
 
 

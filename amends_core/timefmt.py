@@ -120,9 +120,19 @@ def day_in_range(day: int) -> bool:
     return MIN_DAY <= day <= MAX_DAY
 
 
+_day_texts: dict[int, str] = {}
+"""Day numbers already formatted, and their text: most outputs name one of a few recent days."""
+
+
 def format_day(day: int) -> str:
     """``YYYY-MM-DD`` of a day number; the day must be in range."""
-    return date.fromordinal(day + _EPOCH_ORDINAL).isoformat()
+    text = _day_texts.get(day) if type(day) is int else None  # 1.0 == 1, but is no day
+    if text is None:
+        text = date.fromordinal(day + _EPOCH_ORDINAL).isoformat()
+        if len(_day_texts) >= _DATES_REMEMBERED:
+            _day_texts.clear()
+        _day_texts[day] = text
+    return text
 
 
 def parse_day(text: str) -> int:

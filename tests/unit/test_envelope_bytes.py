@@ -150,3 +150,26 @@ def test_a_day_outside_the_calendar_fails_like_the_general_route() -> None:
         general(env)
     with pytest.raises(ValueError):
         env.to_bytes()
+
+
+@FUZZ
+@given(st.lists(envelopes, min_size=1, max_size=6))
+def test_remembered_texts_give_the_same_bytes_again(envs: list[Envelope]) -> None:
+    """The direct route remembers the text of each (schema, namespace, family), stock key and
+    day it wrote; the second pass over the same envelopes reads those texts."""
+    for env in envs + envs:
+        both(env)
+
+
+def test_remembered_texts_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ledger, "_TEXTS_REMEMBERED", 3)
+    monkeypatch.setattr(timefmt, "_DATES_REMEMBERED", 3)
+    for module, name in ((ledger, "_heads"), (ledger, "_key_texts"), (timefmt, "_day_texts")):
+        monkeypatch.setattr(module, name, {})
+    for i in range(12):
+        env = Envelope(2, OutputID(f"ns{i}", Family.BALANCE, StockKey(f"I{i}", "L"), 19_000 + i), 1,
+                       MessageType.BALANCE_STATED, Payload(True, close=i), CAUSE)
+        assert both(env) == general(env)
+        assert len(ledger._heads) <= 3
+        assert len(ledger._key_texts) <= 3
+        assert len(timefmt._day_texts) <= 3

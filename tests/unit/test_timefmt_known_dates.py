@@ -102,3 +102,16 @@ def test_a_day_of_the_right_shape_that_no_calendar_has_is_refused(text: str) -> 
 @pytest.mark.parametrize("day", [timefmt.MIN_DAY, -1, 0, 19_723, timefmt.MAX_DAY])
 def test_parse_day_inverts_format_day(day: int) -> None:
     assert timefmt.parse_day(timefmt.format_day(day)) == day
+
+
+def test_formatted_days_are_remembered_without_changing_what_is_refused() -> None:
+    """``format_day`` remembers the text of days it formatted: a day formats the same again,
+    ``True`` as day 1 (as before), while ``1.0`` is refused even once day 1 is remembered."""
+    first = timefmt.format_day(1)
+    assert timefmt.format_day(1) == first == "1970-01-02"
+    assert timefmt.format_day(True) == first
+    with pytest.raises(TypeError):
+        timefmt.format_day(1.0)  # type: ignore[arg-type]
+    with pytest.raises((ValueError, OverflowError)):
+        timefmt.format_day(timefmt.MAX_DAY + 1)
+    assert timefmt.format_day(timefmt.MAX_DAY) == "9999-12-31"
