@@ -11,7 +11,8 @@ is defined:
   strict decode  amends_core.wire decoders, amends_core.records, json decoding, msgspec
   validate/fold  amends_core.fold, ledger value types, timefmt
   diff           amends_core.diff, amends_core.process
-  encode         envelope encoding (``to_bytes``, ``encode*``/``compact_json``, json encoding)
+  encode         envelope encoding (``to_bytes``, ``encode*``/``compact_json``, json encoding,
+                 the direct envelope text and the day and output ID texts it writes)
   database       psycopg, the batch writer (postgres.batch ``_write``/``commit``,
                  codec rows), the socket
   other          everything else (the batch loop, dict and list work, profiling)
@@ -43,6 +44,10 @@ from benchmarks import pg_batch_bench as durable
 STAGES = ("strict decode", "validate/fold", "diff", "encode", "database", "other")
 
 
+_ENVELOPE_TEXT = ("_envelope_text", "_head_text", "_key_text", "output_id_text", "format_day")
+"""Functions of ``ledger`` and ``timefmt`` that write output text (the direct envelope route)."""
+
+
 def stage_of(filename: str, function: str) -> str:
     """The stage a function's own time counts for (C functions by their name)."""
     f = filename.replace("\\", "/")
@@ -57,6 +62,7 @@ def stage_of(filename: str, function: str) -> str:
         or "/json/encoder.py" in f
         or "encode_basestring" in function
         or (function.startswith(("encode", "compact_json")) and f.endswith(("amends_core/wire.py", "amends_core/ledger.py")))
+        or (function in _ENVELOPE_TEXT and f.endswith(("amends_core/ledger.py", "amends_core/timefmt.py")))
     ):
         return "encode"
     if (
