@@ -446,10 +446,8 @@ def output_id_text(namespace: str, family: str, item: str, location: str, day: s
     each string, joined the way ``compact_json`` joins a flat array: equal text,
     about a third of the time (every output record's key and view row is one).
     """
-    return (
-        "[" + _json_string(namespace) + "," + _json_string(family) + "," + _json_string(item)
-        + "," + _json_string(location) + "," + ("null" if day is None else _json_string(day)) + "]"
-    )
+    j = _json_string
+    return f"[{j(namespace)},{j(family)},{j(item)},{j(location)},{'null' if day is None else j(day)}]"
 
 
 @fast_init

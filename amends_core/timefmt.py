@@ -135,12 +135,23 @@ def format_day(day: int) -> str:
     return text
 
 
+_days_parsed: dict[str, int] = {}
+"""Day texts already parsed, and their day numbers (relay and view parse every output ID's day)."""
+
+
 def parse_day(text: str) -> int:
     """Inverse of format_day for strict ``YYYY-MM-DD`` text."""
+    day = _days_parsed.get(text)
+    if day is not None:
+        return day
     if _DAY.fullmatch(text) is None:
         msg = f"not a YYYY-MM-DD day: {text[:32]!r}"
         raise ValueError(msg)
-    return date.fromisoformat(text).toordinal() - _EPOCH_ORDINAL
+    day = date.fromisoformat(text).toordinal() - _EPOCH_ORDINAL
+    if len(_days_parsed) >= _DATES_REMEMBERED:
+        _days_parsed.clear()
+    _days_parsed[text] = day
+    return day
 
 
 def format_instant(ns: int) -> str:

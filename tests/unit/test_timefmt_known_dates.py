@@ -115,3 +115,19 @@ def test_formatted_days_are_remembered_without_changing_what_is_refused() -> Non
     with pytest.raises((ValueError, OverflowError)):
         timefmt.format_day(timefmt.MAX_DAY + 1)
     assert timefmt.format_day(timefmt.MAX_DAY) == "9999-12-31"
+
+
+def test_parsed_days_are_remembered_and_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``parse_day`` remembers the day numbers of texts it parsed (a bounded number): parsing
+    again gives the same day, and a text it refused is refused again, never remembered."""
+    monkeypatch.setattr(timefmt, "_DATES_REMEMBERED", 3)
+    monkeypatch.setattr(timefmt, "_days_parsed", {})
+    texts = [f"2024-01-{d:02d}" for d in range(1, 11)]
+    first = [timefmt.parse_day(t) for t in texts]
+    assert first == [timefmt.parse_day("2024-01-01") + i for i in range(10)]
+    assert [timefmt.parse_day(t) for t in texts] == first
+    assert len(timefmt._days_parsed) <= 3
+    for _ in range(2):
+        with pytest.raises(ValueError):
+            timefmt.parse_day("2024-02-30")
+    assert "2024-02-30" not in timefmt._days_parsed
