@@ -22,6 +22,7 @@ from amends_core.ledger import (
     OutputID,
     Payload,
     Status,
+    StockKey,
 )
 
 Latest = Callable[[OutputID], Envelope | None]
@@ -117,7 +118,9 @@ def reconcile(namespace: str, delta: FoldDelta, latest: Latest, cause: Cause) ->
                 None if c is None else Payload(True, close=c),
                 _BALANCE_STATED, _BALANCE_RETRACTED,
             )
-    oid = OutputID(namespace, _STATUS, key, None)
+    oid = _status_ids.get((namespace, key))
+    if oid is None:
+        oid = _status_id(namespace, key)
     cur = latest(oid)
     if cur is not None and _same_status(cur.payload, delta):
         return out
@@ -128,6 +131,20 @@ def reconcile(namespace: str, delta: FoldDelta, latest: Latest, cause: Cause) ->
         # it only to measure it is needed when the limits allow that bound past the limit.
         check_size(env)
     return out
+
+
+_status_ids: dict[tuple[str, StockKey], OutputID] = {}
+"""One key-status output ID per namespace and key, made once: every record looks its key's up.
+The same object each time also makes dictionaries keyed by it find it by identity."""
+_STATUS_IDS_REMEMBERED = 1 << 14
+
+
+def _status_id(namespace: str, key: StockKey) -> OutputID:
+    oid = OutputID(namespace, _STATUS, key, None)
+    if len(_status_ids) >= _STATUS_IDS_REMEMBERED:
+        _status_ids.clear()
+    _status_ids[(namespace, key)] = oid
+    return oid
 
 
 def _same_status(committed: Payload, delta: FoldDelta) -> bool:
@@ -146,6 +163,8 @@ def _emit(
     """Append the envelope that moves ``oid`` from its committed payload to ``want`` (None:
     withdrawn), if any."""
     cur = latest(oid)
+    if cur is not None:
+        oid = cur.output_id  # equal; the committed one is what dictionaries already hold
     if want is None:
         if cur is None or not cur.payload.present:
             return

@@ -413,7 +413,8 @@ def _repair(
             counts.insert(j, 1)
     start = state.closes[i - 1] if i > 0 else state.cfg.opening_balance
     closes, alerts = _suffix_closes(state.cfg, start, days, totals)
-    old_alert_days = tuple(d for d in old_days if d in state.alerts)
+    alerts_held = state.alerts
+    old_alert_days = tuple(d for d in old_days if d in alerts_held) if alerts_held else ()
     return Repair(
         from_day, tuple(days), tuple(totals), tuple(counts), tuple(closes), tuple(alerts),
         old_days, old_alert_days,
@@ -519,18 +520,17 @@ def apply(state: KeyState, txn: Transaction, coords: Coordinates) -> FoldDelta:
             merged[tid] = active_after
         repair = _full_refold(state, merged)
     elif active_before != active_after:
-        candidates = [c[0] for c in (active_before, active_after) if c is not None]
-        repair = _repair(state, min(candidates), active_before, active_after)
+        if active_before is None:
+            assert active_after is not None  # they differ
+            from_day = active_after[0]
+        elif active_after is None:
+            from_day = active_before[0]
+        else:
+            from_day = min(active_before[0], active_after[0])
+        repair = _repair(state, from_day, active_before, active_after)
 
+    # In FoldDelta's field order: positional arguments cost less than keywords, once a record.
     return FoldDelta(
-        key=state.key,
-        txn=txn,
-        coords=coords,
-        duplicate_of=duplicate_of,
-        active_after=active_after,
-        conflicted_after=conflicted_after,
-        new_conflict=new_conflict,
-        status=status,
-        reasons=reasons,
-        repair=repair,
+        state.cfg.key, txn, coords, duplicate_of, active_after, conflicted_after,
+        new_conflict, status, reasons, repair,
     )

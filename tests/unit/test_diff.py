@@ -170,3 +170,38 @@ def test_encoded_output_id_is_compact_json_on_named_edge_cases() -> None:
             oid = OutputID("ns\n", Family.STATUS if day_value is None else Family.ALERT, StockKey(item, loc), day_value)
             day_text = None if day_value is None else timefmt.format_day(day_value)
             assert oid.encoded == compact_json(["ns\n", oid.family.value, item, loc, day_text])
+
+
+def test_a_restatement_carries_the_committed_output_id_and_status_ids_are_made_once() -> None:
+    """Envelopes of an output already committed reuse its output ID (equal by value; the same
+    object, which dictionaries keyed by it find by identity), and a key's status output ID is
+    made once and remembered."""
+    from amends_core.ledger import OutputID
+
+    envs = committed([txn("A", qty=-1), txn("A", revision=2, qty=-2), txn("B", qty=-3, valid=day(2))])
+    first_day = next(e.output_id.day for e in envs if e.output_id.family is Family.BALANCE)
+    balances = [e for e in envs if e.output_id.family is Family.BALANCE and e.output_id.day == first_day]
+    assert [e.version for e in balances] == [1, 2]
+    assert balances[1].output_id is balances[0].output_id
+    status = [e for e in envs if e.output_id.family is Family.STATUS]
+    assert status and status[0].output_id == OutputID(status[0].output_id.namespace, Family.STATUS, K1, None)
+    again = committed([txn("A", qty=-1)])
+    assert [e.output_id for e in again if e.output_id.family is Family.STATUS][0] is status[0].output_id
+
+
+def test_remembered_status_ids_stay_bounded(monkeypatch: Any) -> None:
+    from amends_core import diff
+
+    monkeypatch.setattr(diff, "_STATUS_IDS_REMEMBERED", 1)
+    monkeypatch.setattr(diff, "_status_ids", {})
+    envs = run_keys()
+    assert len(diff._status_ids) <= 1
+    assert summary(envs) == summary(committed_without_memory())
+
+
+def committed_without_memory() -> list[Envelope]:
+    """``run_keys`` with every remembered status output ID forgotten first."""
+    from amends_core import diff
+
+    diff._status_ids.clear()
+    return run_keys()
