@@ -594,7 +594,7 @@ _heads: dict[tuple[int, str, Family], str] = {}
 """An envelope's text up to its stock key, per schema version, namespace and family."""
 _key_texts: dict[StockKey, str] = {}
 """An output ID's stock key member, per key, up to the day's value."""
-_TEXTS_REMEMBERED = 1 << 16
+_TEXTS_REMEMBERED = 1 << 14
 
 
 def _head_text(schema_version: int, namespace: str, family: Family) -> str:
