@@ -11,7 +11,7 @@ from __future__ import annotations
 import bisect
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -50,9 +50,12 @@ from amends_pipeline.postgres.sql import (
     OUTPUTS,
     PRUNE_MEASUREMENTS,
     UPSERTS,
+    Sink,
 )
 
 MEASUREMENTS_KEPT = 32
+STREAM_ROWS = 256
+"""Observation rows a large batch gathers before sending them on by COPY while it folds."""
 
 
 def _columns(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
@@ -183,6 +186,51 @@ class _DirtyDays:
     removed: set[int] = field(default_factory=set)
 
 
+class _RowStream:
+    """Rows COPYed into one table while the batch is still being folded.
+
+    PostgreSQL parses and indexes them on its own CPU while this process folds the
+    next records, instead of all at once at commit. One COPY at a time per
+    connection: ``pause`` ends it (waiting for the server to take every row) before
+    the transaction needs the connection for anything else; the next ``send`` starts
+    another. ``sent`` counts the leading rows of the list already in the table.
+    """
+
+    def __init__(self, conn: psycopg.Connection[Any], sink: Sink) -> None:
+        self._cursor = conn.cursor()
+        self._sink = sink
+        self._open: AbstractContextManager[psycopg.Copy] | None = None
+        self._copy: psycopg.Copy | None = None
+        self.sent = 0
+
+    def send(self, rows: list[tuple[Any, ...]]) -> None:
+        """COPY ``rows[sent:]``; they are in the table once the stream pauses."""
+        cp = self._copy
+        if cp is None:
+            self._open = block = self._cursor.copy(self._sink.copy_statement())
+            self._copy = cp = block.__enter__()
+            cp.set_types(list(self._sink.types))
+        write = cp.write_row
+        for row in rows[self.sent :]:
+            write(row)
+        self.sent = len(rows)
+
+    def pause(self) -> None:
+        """End the COPY (if one is open): every row sent is in the table after this."""
+        block, self._open, self._copy = self._open, None, None
+        if block is not None:
+            block.__exit__(None, None, None)
+
+    def fail(self, exc: BaseException) -> None:
+        """Abandon the open COPY (the server discards its rows) so the session can roll back."""
+        block, self._open, self._copy = self._open, None, None
+        if block is not None:
+            try:
+                block.__exit__(type(exc), exc, exc.__traceback__)
+            except psycopg.Error:
+                pass  # the session is rolled back (or dropped) next either way
+
+
 class ProcessingTx:
     """One fenced processing transaction: lock and guard on open, writes on commit.
 
@@ -203,6 +251,8 @@ class ProcessingTx:
         ctx.check_partition(p)
         db = ctx.db
         conn = db.begin(self._label)
+        self._obs_stream = _RowStream(conn, OBSERVATIONS)
+        """Observation rows COPYed during ``apply``: the leading ``sent`` of ``_obs``."""
         self._open = True
         with self._aborting():
             row = conn.execute(LOCK_PARTITION, (ctx.ns_id, p)).fetchone()
@@ -249,11 +299,13 @@ class ProcessingTx:
             self._abort()
             raise
 
-    def _abort(self) -> None:
+    def _abort(self, exc: BaseException | None = None) -> None:
         """Roll back and forget every working copy this transaction touched."""
         self.ctx.state.forget(self.partition)
         if self._open:
             self._open = False
+            # an open COPY must end before the session can roll back
+            self._obs_stream.fail(exc if exc is not None else StoreError("rolled back"))
             self.ctx.db.rollback()
 
     def rollback(self) -> None:
@@ -291,6 +343,7 @@ class ProcessingTx:
         return st
 
     def _load(self, keys: Collection[StockKey]) -> None:
+        self._obs_stream.pause()  # the connection answers one statement at a time
         # A kept cache holds compact key states: memory follows the live state, while
         # lower revisions' candidates and delivery places stay in ``observations``.
         try:
@@ -299,14 +352,18 @@ class ProcessingTx:
             raise translate(e, self._label) from e
 
     def _restore(self, e: EvidenceNotHeld) -> None:
-        """Hold again the lower revisions of ``e``'s identity: its committed observations
-        and this batch's own (not written yet), in offset order."""
+        """Hold again the lower revisions of ``e``'s identity, in offset order: the rows in
+        the table (committed, or streamed by this batch) and this batch's rows not sent yet."""
         kid = self.ctx.key_ids[e.key]
+        stream = self._obs_stream
         try:
+            stream.pause()
             rows = self._conn.execute(LOAD_IDENTITY_BELOW, (kid, e.txn_id, e.below)).fetchall()
         except psycopg.Error as err:
             raise translate(err, self._label) from err
-        rows += [r[1:] for r in self._obs if r[0] == kid and r[2] == e.txn_id and r[3] < e.below]
+        # this batch's rows the table does not hold yet
+        unsent = self._obs[stream.sent :]
+        rows += [r[1:] for r in unsent if r[0] == kid and r[2] == e.txn_id and r[3] < e.below]
         lower = codec.lower_revisions(
             e.key, self.ctx.cfg.source_incarnation, self.partition, rows
         )
@@ -319,8 +376,11 @@ class ProcessingTx:
             raise StoreError(msg)
         try:
             self._apply(list(records))
-        except BaseException:
-            self._abort()
+        except psycopg.Error as e:
+            self._abort(e)
+            raise translate(e, self._label) from e
+        except BaseException as e:
+            self._abort(e)
             raise
 
     def _apply(self, records: list[Record]) -> None:
@@ -350,7 +410,12 @@ class ProcessingTx:
         observation_row = codec.observation_row
         obs_rows, outbox, mine, dirty_days = self._obs, self._outbox, self._outputs, self._days
         new_outputs = self._new_outputs
+        # A large batch's observation rows go to the server while the records are folded.
+        stream = self._obs_stream if len(records) >= COPY_MIN_ROWS else None
+        step = STREAM_ROWS
         for r in records:
+            if stream is not None and len(obs_rows) - stream.sent >= step:
+                stream.send(obs_rows)
             c = r.coords
             check_coordinates(r, source=src, partition=p, frontier=self.next)
             try:
@@ -412,6 +477,9 @@ class ProcessingTx:
                         mine[oid] = env
                     self.sequence = seq
             self.next = c.offset + 1
+        if stream is not None:
+            stream.send(obs_rows)
+            stream.pause()
         self._compute_ns += time.perf_counter_ns() - t0
 
     # ---------------------------------------------------------- commit
@@ -452,7 +520,8 @@ class ProcessingTx:
             out_rows += new_out
             new_out = []
         outbox = [(ns_id, p, r.sequence, r.envelope.to_bytes()) for r in self._outbox]
-        appends = [(OBSERVATIONS, self._obs), (OUTBOX, outbox), (KEY_DAYS, new_days), (OUTPUTS, new_out)]
+        unsent = self._obs[self._obs_stream.sent :]  # the rest are in the table already
+        appends = [(OBSERVATIONS, unsent), (OUTBOX, outbox), (KEY_DAYS, new_days), (OUTPUTS, new_out)]
         upserts = [
             (sink, rows, staged_stmt, unnest_stmt)
             for (sink, staged_stmt, unnest_stmt), rows in zip(
