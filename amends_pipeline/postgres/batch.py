@@ -478,7 +478,8 @@ class ProcessingTx:
                     self.sequence = seq
             self.next = c.offset + 1
         if stream is not None:
-            stream.send(obs_rows)
+            if len(obs_rows) > stream.sent:
+                stream.send(obs_rows)
             stream.pause()
         self._compute_ns += time.perf_counter_ns() - t0
 

@@ -138,3 +138,14 @@ def test_a_key_read_in_the_middle_of_a_batch_pauses_the_copy(open_store, monkeyp
     streamed.process(streamed.claim(0), 0, recs)
     assert len(loads) == 3
     _same_store(streamed, held)
+
+
+def test_a_large_batch_of_rejected_records_opens_no_copy(open_store, admin, monkeypatch):
+    _stream_every_row(monkeypatch)
+    store = open_store(b.config())
+    tok = store.claim(0)
+    sends = _counting(monkeypatch, pg_batch._RowStream, "send")
+    res = store.process(tok, 0, [b.record(b"not json", i) for i in range(40)])
+    assert (res.frontier, res.accepted, len(res.rejections)) == (40, 0, 40)
+    assert sends == []  # no observation row: nothing to stream, no empty COPY either
+    assert admin.execute("SELECT count(*) FROM quarantine").fetchone() == (40,)
