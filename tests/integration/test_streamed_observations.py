@@ -149,3 +149,37 @@ def test_a_large_batch_of_rejected_records_opens_no_copy(open_store, admin, monk
     assert (res.frontier, res.accepted, len(res.rejections)) == (40, 0, 40)
     assert sends == []  # no observation row: nothing to stream, no empty COPY either
     assert admin.execute("SELECT count(*) FROM quarantine").fetchone() == (40,)
+
+
+def test_a_session_ended_while_rows_stream_loses_the_batch_and_says_so(open_store, admin, monkeypatch):
+    """The server process ends in the middle of the batch's COPY: the batch fails as
+    StoreUnavailable (nothing committed, one line), never hangs, and runs again whole on
+    a new session."""
+    from amends_pipeline.postgres.errors import StoreUnavailable
+
+    _stream_every_row(monkeypatch)
+    store = open_store(b.config([(b.K1, 100, 60, 0), (b.K2, 100, 60, 0)]))
+    tok = store.claim(0)
+    recs = b.records([
+        b.txn(f"T{i}", qty=-(i % 4), valid=b.day(1 + i % 6), key=(b.K1, b.K2)[i % 2]) for i in range(60)
+    ])
+    real_send = pg_batch._RowStream.send
+    sent: list[int] = []
+
+    def send_then_end_the_session(self: Any, rows: list[tuple[Any, ...]]) -> None:
+        real_send(self, rows)
+        sent.append(len(rows))
+        if len(sent) == 5:
+            admin.execute("SELECT pg_terminate_backend(%s, 5000)", (store.db.backend[0],))
+
+    monkeypatch.setattr(pg_batch._RowStream, "send", send_then_end_the_session)
+    with pytest.raises(StoreUnavailable) as caught:
+        store.process(tok, 0, recs)
+    assert "\n" not in str(caught.value)
+    assert len(sent) >= 5
+    monkeypatch.setattr(pg_batch._RowStream, "send", real_send)
+    assert store.frontier(0) == 0
+    for table in ("observations", "key_days", "outputs", "outbox"):
+        assert admin.execute(f"SELECT count(*) FROM {table}").fetchone() == (0,), table  # noqa: S608
+    assert store.process(tok, 0, recs).frontier == 60
+    assert admin.execute("SELECT count(*) FROM observations").fetchone() == (60,)
