@@ -186,6 +186,9 @@ class _DirtyDays:
     removed: set[int] = field(default_factory=set)
 
 
+_ROLLED_BACK = StoreError("the batch is rolled back")
+
+
 class _RowStream:
     """Rows COPYed into one table while the batch is still being folded.
 
@@ -221,12 +224,16 @@ class _RowStream:
         if block is not None:
             block.__exit__(None, None, None)
 
-    def fail(self, exc: BaseException) -> None:
-        """Abandon the open COPY (the server discards its rows) so the session can roll back."""
+    def fail(self) -> None:
+        """Abandon the open COPY (the server discards its rows) so the session can roll back.
+
+        The server logs the reason it is given: a fixed text, never the error's own (which
+        may quote a record) nor anything else of the batch.
+        """
         block, self._open, self._copy = self._open, None, None
         if block is not None:
             try:
-                block.__exit__(type(exc), exc, exc.__traceback__)
+                block.__exit__(StoreError, _ROLLED_BACK, None)
             except psycopg.Error:
                 pass  # the session is rolled back (or dropped) next either way
 
@@ -299,13 +306,13 @@ class ProcessingTx:
             self._abort()
             raise
 
-    def _abort(self, exc: BaseException | None = None) -> None:
+    def _abort(self) -> None:
         """Roll back and forget every working copy this transaction touched."""
         self.ctx.state.forget(self.partition)
         if self._open:
             self._open = False
             # an open COPY must end before the session can roll back
-            self._obs_stream.fail(exc if exc is not None else StoreError("rolled back"))
+            self._obs_stream.fail()
             self.ctx.db.rollback()
 
     def rollback(self) -> None:
@@ -377,10 +384,10 @@ class ProcessingTx:
         try:
             self._apply(list(records))
         except psycopg.Error as e:
-            self._abort(e)
+            self._abort()
             raise translate(e, self._label) from e
-        except BaseException as e:
-            self._abort(e)
+        except BaseException:
+            self._abort()
             raise
 
     def _apply(self, records: list[Record]) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import psycopg
 import pytest
 
 from amends_core.ledger import INT64_MAX, CloseOutOfRange
@@ -110,10 +111,19 @@ def test_an_aborted_batch_leaves_no_streamed_row_and_keeps_its_session(open_stor
         b.txn("D", qty=1, valid=b.day(4)),
     ])
     sends = _counting(monkeypatch, pg_batch._RowStream, "send")
+    ended_with: list[str] = []  # what each COPY ended with tells the server (and its log)
+    real_finish = psycopg.Copy.finish
+
+    def finish(self: Any, exc: BaseException | None) -> None:
+        ended_with.append("" if exc is None else str(exc))
+        real_finish(self, exc)
+
+    monkeypatch.setattr(psycopg.Copy, "finish", finish)
     with pytest.raises(BatchAborted) as caught:
         store.process(tok, 0, recs)
     assert caught.value.offset == 2 and isinstance(caught.value.__cause__, CloseOutOfRange)
     assert sends  # rows went out before the failing record
+    assert ended_with == ["the batch is rolled back"]  # a fixed text, nothing of the record
     for table in ("observations", "key_days", "outputs", "outbox", "measurements"):
         assert admin.execute(f"SELECT count(*) FROM {table}").fetchone() == (0,), table  # noqa: S608
     assert store.frontier(0) == 0
