@@ -210,9 +210,8 @@ class _RowStream:
         """COPY ``rows[sent:]``; they are in the table once the stream pauses."""
         cp = self._copy
         if cp is None:
-            self._open = block = self._cursor.copy(self._sink.copy_statement())
+            self._open = block = self._sink.copy(self._cursor)
             self._copy = cp = block.__enter__()
-            cp.set_types(list(self._sink.types))
         write = cp.write_row
         for row in rows[self.sent :]:
             write(row)
@@ -546,10 +545,7 @@ class ProcessingTx:
         cur = conn.cursor()
         for sink, rows in [*appends, *[(k, r) for k, r, _, _ in upserts]]:
             if len(rows) >= COPY_MIN_ROWS:
-                with cur.copy(sink.copy_statement()) as cp:
-                    cp.set_types(list(sink.types))
-                    for row in rows:
-                        cp.write_row(row)
+                sink.copy_rows(cur, rows)
         with conn.pipeline():
             for sink, rows in appends:
                 if 0 < len(rows) < COPY_MIN_ROWS:

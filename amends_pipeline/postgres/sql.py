@@ -5,8 +5,12 @@ Only text and statement builders live here; ``store`` and ``batch`` run them.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
+import psycopg
 from psycopg import sql
 
 _SKIP_COLUMNS = (
@@ -78,6 +82,23 @@ class Sink:
         return sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(
             self.table, sql.SQL(", ").join(map(sql.Identifier, self.columns))
         )
+
+    @contextmanager
+    def copy(self, cursor: psycopg.Cursor[Any]) -> Iterator[psycopg.Copy]:
+        """A binary COPY into this sink, its column types set: rows go in with ``write_row``.
+
+        Leaving the block with an exception ends the COPY with that exception's text as its
+        reason (the server discards the rows and writes the reason into its log)."""
+        with cursor.copy(self.copy_statement()) as cp:
+            cp.set_types(list(self.types))
+            yield cp
+
+    def copy_rows(self, cursor: psycopg.Cursor[Any], rows: Iterable[tuple[Any, ...]]) -> None:
+        """COPY every row of ``rows`` into this sink."""
+        with self.copy(cursor) as cp:
+            write = cp.write_row
+            for row in rows:
+                write(row)
 
     def insert_statement(self) -> sql.Composed:
         return sql.SQL("INSERT INTO {} ({}) SELECT * FROM unnest({})").format(

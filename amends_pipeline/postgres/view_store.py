@@ -351,10 +351,7 @@ class PgViewStore:
         if conn is not self._staged:
             conn.execute(_CREATE_STAGE)
             created = conn
-        with conn.cursor().copy(VIEW_ROWS_STAGE.copy_statement()) as cp:
-            cp.set_types(list(VIEW_ROWS_STAGE.types))
-            for row in rows:
-                cp.write_row(row)
+        VIEW_ROWS_STAGE.copy_rows(conn.cursor(), rows)
         conn.execute(_UPSERT_STAGED, (self.ns_id,))
         return created
 
