@@ -24,6 +24,7 @@ from amends_core.ledger import (
     Status,
     StockKey,
 )
+from amends_core.memo import remember
 
 Latest = Callable[[OutputID], Envelope | None]
 """Lookup of the latest committed envelope for an output ID."""
@@ -141,10 +142,7 @@ _STATUS_IDS_REMEMBERED = 1 << 14
 
 def _status_id(namespace: str, key: StockKey) -> OutputID:
     oid = OutputID(namespace, _STATUS, key, None)
-    if len(_status_ids) >= _STATUS_IDS_REMEMBERED:
-        _status_ids.clear()
-    _status_ids[(namespace, key)] = oid
-    return oid
+    return remember(_status_ids, (namespace, key), oid, _STATUS_IDS_REMEMBERED)
 
 
 def _same_status(committed: Payload, delta: FoldDelta) -> bool:

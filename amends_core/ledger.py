@@ -15,6 +15,7 @@ from json.encoder import encode_basestring as _json_string
 from typing import Any, TypeVar
 
 from amends_core import limits, timefmt
+from amends_core.memo import remember
 
 CONFIG_SCHEMA_VERSION = 1
 """The configuration document format this code reads."""
@@ -602,18 +603,12 @@ def _head_text(schema_version: int, namespace: str, family: Family) -> str:
         '{"schema_version":' + _int_text(schema_version)
         + ',"output_id":{"namespace":' + _json_string(namespace) + ',"family":' + _json_string(family)
     )
-    if len(_heads) >= _TEXTS_REMEMBERED:
-        _heads.clear()
-    _heads[(schema_version, namespace, family)] = text
-    return text
+    return remember(_heads, (schema_version, namespace, family), text, _TEXTS_REMEMBERED)
 
 
 def _key_text(k: StockKey) -> str:
     text = f',"stock_key":{{"item":{_json_string(k.item)},"location":{_json_string(k.location)}}},"day":'
-    if len(_key_texts) >= _TEXTS_REMEMBERED:
-        _key_texts.clear()
-    _key_texts[k] = text
-    return text
+    return remember(_key_texts, k, text, _TEXTS_REMEMBERED)
 
 
 def _envelope_text(env: Envelope) -> str | None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from datetime import date
 
+from amends_core.memo import remember
+
 NS_PER_SECOND = 1_000_000_000
 NS_PER_DAY = 86_400 * NS_PER_SECOND
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
@@ -108,10 +110,7 @@ def _parse_rfc3339(text: str) -> int:
             raise TimestampError(msg)
         offset_s = (oh * 3600 + om * 60) * (1 if sign == "+" else -1)
     nanos = int((frac + "000000000")[:9]) if frac else 0
-    day = days_from_civil(y, mo, d)
-    if len(_dates_seen) >= _DATES_REMEMBERED:
-        _dates_seen.clear()
-    _dates_seen[text[:10]] = day
+    day = remember(_dates_seen, text[:10], days_from_civil(y, mo, d), _DATES_REMEMBERED)
     return (day * 86_400 + h * 3600 + mi * 60 + s - offset_s) * NS_PER_SECOND + nanos
 
 
@@ -129,9 +128,7 @@ def format_day(day: int) -> str:
     text = _day_texts.get(day) if type(day) is int else None  # 1.0 == 1, but is no day
     if text is None:
         text = date.fromordinal(day + _EPOCH_ORDINAL).isoformat()
-        if len(_day_texts) >= _DATES_REMEMBERED:
-            _day_texts.clear()
-        _day_texts[day] = text
+        remember(_day_texts, day, text, _DATES_REMEMBERED)
     return text
 
 
@@ -148,10 +145,7 @@ def parse_day(text: str) -> int:
         msg = f"not a YYYY-MM-DD day: {text[:32]!r}"
         raise ValueError(msg)
     day = date.fromisoformat(text).toordinal() - _EPOCH_ORDINAL
-    if len(_days_parsed) >= _DATES_REMEMBERED:
-        _days_parsed.clear()
-    _days_parsed[text] = day
-    return day
+    return remember(_days_parsed, text, day, _DATES_REMEMBERED)
 
 
 def format_instant(ns: int) -> str:

@@ -34,6 +34,7 @@ from amends_core.ledger import (
     Transaction,
     in_int64,
 )
+from amends_core.memo import remember
 
 MAX_VALUE_BYTES = limits.MAX_VALUE_BYTES
 """Source values above 1 MiB are refused before parsing (see ``amends_core.limits``)."""
@@ -329,9 +330,7 @@ def _stock_key(item: str, location: str) -> StockKey:
     pair = (item, location)
     sk = _stock_keys.get(pair)
     if sk is None:
-        if len(_stock_keys) >= _STOCK_KEYS_REMEMBERED:
-            _stock_keys.clear()
-        sk = _stock_keys[pair] = StockKey(item, location)
+        sk = remember(_stock_keys, pair, StockKey(item, location), _STOCK_KEYS_REMEMBERED)
     return sk
 
 
@@ -402,11 +401,7 @@ def decode_transport_key(raw: bytes | None) -> StockKey | DecodeError:
     hit = _keys_seen.get(raw)
     if hit is not None:
         return hit
-    got = _decode_transport_key(raw)
-    if len(_keys_seen) >= _KEYS_REMEMBERED:
-        _keys_seen.clear()
-    _keys_seen[raw] = got
-    return got
+    return remember(_keys_seen, raw, _decode_transport_key(raw), _KEYS_REMEMBERED)
 
 
 def _decode_transport_key(raw: bytes) -> StockKey | DecodeError:

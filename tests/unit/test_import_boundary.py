@@ -35,6 +35,7 @@ ALLOWED = {
     "amends_core.result",
     "amends_core.records",
     "amends_core.limits",
+    "amends_core.memo",  # bounded dictionaries; imports nothing of amends (checked below)
 }
 
 
@@ -136,6 +137,11 @@ def test_the_oracle_depends_only_on_ledger_time_result_and_records() -> None:
             m for m in seen if m not in ALLOWED and not m.startswith("amends_core.oracle")
         )
         assert not outside, "\n".join(chain(seen, m) for m in outside)
+
+
+def test_the_memo_helper_the_oracle_may_reach_imports_nothing_of_amends() -> None:
+    """``memo`` is on the allowlist as a leaf: it must stay one."""
+    assert imported_by("amends_core.memo") == set()
 
 
 def test_the_oracle_does_not_even_share_the_wire_decoder() -> None:
