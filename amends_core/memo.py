@@ -1,7 +1,8 @@
 """Bounded memos: dictionaries in which a hot path keeps what it computed, up to a bound.
 
-The incremental path and the oracle both use them (for day numbers, stock keys and
-texts that repeat from record to record), so this module imports nothing of amends.
+They hold day numbers, stock keys and texts that repeat from record to record. Two of
+the modules that keep them (``ledger`` and ``timefmt``) are imported by the oracle too,
+so this module imports nothing of amends: it stays a leaf of the oracle's import graph.
 """
 
 from __future__ import annotations
