@@ -78,3 +78,9 @@ class BatchAborted(OperationError):
         super().__init__(message)
         self.partition = partition
         self.offset = offset
+
+
+class PredecessorFailed(Transient):
+    """A batch folded while the batch before it was still committing, and that one did not
+    commit: nothing of this batch was written. The predecessor's own outcome (its error, or
+    a lost reply to settle) is what the caller must act on; this batch is simply read again."""

@@ -4,7 +4,10 @@
     python -m benchmarks.profile_durable --batch 1000 --records 20000 --top 25
 
 The workload, preload and store are the durable benchmark's
-(``benchmarks.pg_batch_bench``); only the timed batches run under cProfile.
+(``benchmarks.pg_batch_bench``); only the timed batches run under cProfile, one
+batch at a time through ``PgStore.process`` (cProfile sees one thread: the
+worker's folding ahead of a background commit is the durable benchmark's
+figure, not this breakdown's).
 Every function's own time (``tottime``) is assigned to one stage by where it
 is defined:
 
@@ -13,8 +16,8 @@ is defined:
   diff           amends_core.diff, amends_core.process
   encode         envelope encoding (``to_bytes``, ``encode*``/``compact_json``, json encoding,
                  the direct envelope text and the day and output ID texts it writes)
-  database       psycopg, the batch writer (postgres.batch ``_write``/``commit``,
-                 codec rows), the socket
+  database       psycopg, the batch writer (postgres.batch ``_seal``/``_send``/``commit``,
+                 ``_write`` in older checkouts, codec rows, the sinks' COPY encoding), the socket
   other          everything else (the batch loop, dict and list work, profiling)
 
 The collector runs with the worker role's settings (``amends_pipeline.roles.collector``),
@@ -53,8 +56,9 @@ def stage_of(filename: str, function: str) -> str:
     f = filename.replace("\\", "/")
     if "psycopg" in f or f.endswith(("/socket.py", "/selectors.py")) or "_socket.socket" in function:
         return "database"
-    if "amends_pipeline/postgres/codec.py" in f or (
-        "amends_pipeline/postgres/batch.py" in f and function in ("_write", "commit", "_columns")
+    if f.endswith(("amends_pipeline/postgres/codec.py", "amends_pipeline/postgres/sql.py")) or (
+        "amends_pipeline/postgres/batch.py" in f
+        and function in ("_write", "_seal", "_send", "commit", "_columns")
     ):
         return "database"
     if (

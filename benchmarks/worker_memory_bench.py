@@ -122,7 +122,10 @@ def _keep_everything() -> None:
     from amends_pipeline.postgres import batch
 
     def load(self: batch.ProcessingTx, keys: Collection[StockKey]) -> None:
-        self.ctx.load_keys(self._conn, self._cache, keys, compact=False)
+        conn = self._session()
+        if self._obs_stream is not None:
+            self._obs_stream.pause()
+        self.ctx.load_keys(conn, self._cache, keys, compact=False)
 
     batch.ProcessingTx._load = load  # type: ignore[method-assign]
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import bisect
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from concurrent.futures import Future
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -18,7 +19,7 @@ from typing import Any, Protocol
 import psycopg
 
 from amends_core import diff, fence, fold, process, wire
-from amends_core.errors import SourceMismatch
+from amends_core.errors import PredecessorFailed, SourceMismatch
 from amends_core.fence import check_coordinates
 from amends_core.fold import EvidenceNotHeld
 from amends_core.ledger import (
@@ -240,11 +241,25 @@ class _RowStream:
 class ProcessingTx:
     """One fenced processing transaction: lock and guard on open, writes on commit.
 
-    Use as a context manager; leaving the block without ``commit`` rolls back.
-    Not thread-safe; one at a time per store.
+    Use as a context manager; leaving the block without ``commit`` (or ``commit_ahead``)
+    rolls back. Not thread-safe; one at a time per store.
+
+    With ``after`` (the ``PendingCommit`` of the partition's previous batch, still
+    committing on the database's background thread) the transaction folds ahead: it
+    starts from the key states that batch left in the cache, without a session, and
+    opens its own transaction (lock, guard) only once that commit has finished, at the
+    first moment it needs the session (a key to load, rows to send, its own commit).
+    If the previous batch did not commit, nothing of this one is written either
+    (PredecessorFailed) and the cache is dropped.
     """
 
-    def __init__(self, ctx: BatchContext, token: Token, expected_next: int) -> None:
+    def __init__(
+        self,
+        ctx: BatchContext,
+        token: Token,
+        expected_next: int,
+        after: PendingCommit | None = None,
+    ) -> None:
         self.ctx = ctx
         self.token = token
         self.partition = p = token.partition
@@ -255,22 +270,17 @@ class ProcessingTx:
         cfg = ctx.cfg
         fence.check_scope(token, namespace=cfg.namespace, digest=ctx.digest)
         ctx.check_partition(p)
-        db = ctx.db
-        conn = db.begin(self._label)
-        self._obs_stream = _RowStream(conn, OBSERVATIONS)
+        self._conn: psycopg.Connection[Any] | None = None
+        self._obs_stream: _RowStream | None = None
         """Observation rows COPYed during ``apply``: the leading ``sent`` of ``_obs``."""
-        self._open = True
-        with self._aborting():
-            row = conn.execute(LOCK_PARTITION, (ctx.ns_id, p)).fetchone()
-        assert row is not None
-        epoch, installed, last_sequence, batches, digest = row
-        with self._aborting():
-            guard_ownership(ctx.cfg, token, expected_next, digest, epoch, installed)
-        self._conn = conn
-        self.epoch = epoch
-        self.sequence = last_sequence
-        self._batch = batches + 1
-        self._cache = ctx.state.cache_for(p, epoch, installed)
+        self._after: PendingCommit | None = None
+        """The previous batch's commit this transaction folds ahead of, until it opens."""
+        self.handed_on = False
+        """A later transaction took this one's cache while this one was committing."""
+        self.epoch: int
+        self.sequence: int
+        self._batch: int
+        self._cache: KeyCache
         self._obs: list[tuple[Any, ...]] = []
         self._days: dict[int, _DirtyDays] = {}
         self._outputs: dict[OutputID, Envelope] = {}
@@ -283,6 +293,69 @@ class ProcessingTx:
         self._compute_ns = 0
         self._staging_created = False
         self._notify: str | None = None
+        self._open = True
+        if after is not None and after.continued_by(self):
+            prev = after.tx
+            self._after = after
+            self.epoch = prev.epoch
+            self.sequence = prev.sequence
+            self._batch = prev._batch + 1
+            self._cache = prev._cache
+        else:
+            if after is not None and not after.committed():
+                self._abort()
+                raise PredecessorFailed(self._predecessor_failed())
+            self._connect()
+
+    def _predecessor_failed(self) -> str:
+        return (
+            f"partition {self.partition}: the batch before this one did not commit,"
+            " so nothing of this batch was written"
+        )
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        """BEGIN, lock the partition row and pass the fence: the transaction's own session."""
+        ctx, p = self.ctx, self.partition
+        conn = ctx.db.begin(self._label)
+        self._conn = conn
+        self._obs_stream = _RowStream(conn, OBSERVATIONS)
+        with self._aborting():
+            row = conn.execute(LOCK_PARTITION, (ctx.ns_id, p)).fetchone()
+        assert row is not None
+        epoch, installed, last_sequence, batches, digest = row
+        with self._aborting():
+            guard_ownership(ctx.cfg, self.token, self.expected_next, digest, epoch, installed)
+        if self._after is None:
+            self.epoch = epoch
+            self.sequence = last_sequence
+            self._batch = batches + 1
+            self._cache = ctx.state.cache_for(p, epoch, installed)
+        else:
+            # The fence held, so the row is what the previous batch committed: the cache
+            # this transaction folded from is that batch's, and nobody has written since.
+            self._after = None
+        return conn
+
+    def _session(self) -> psycopg.Connection[Any]:
+        """The transaction's session, opened (after the previous batch's commit) if not yet."""
+        conn = self._conn
+        if conn is not None:
+            return conn
+        after = self._after
+        assert after is not None
+        if not after.committed():
+            self._abort()
+            raise PredecessorFailed(self._predecessor_failed())
+        return self._connect()
+
+    def _session_if_ready(self) -> _RowStream | None:
+        """The observation stream, opening the session only if that needs no waiting."""
+        if self._conn is None:
+            after = self._after
+            if after is None or not after.done():
+                return None
+            self._session()
+        return self._obs_stream
 
     # ---------------------------------------------------------- lifecycle
 
@@ -310,9 +383,11 @@ class ProcessingTx:
         self.ctx.state.forget(self.partition)
         if self._open:
             self._open = False
-            # an open COPY must end before the session can roll back
-            self._obs_stream.fail()
-            self.ctx.db.rollback()
+            if self._conn is not None:
+                # an open COPY must end before the session can roll back
+                if self._obs_stream is not None:
+                    self._obs_stream.fail()
+                self.ctx.db.rollback()
 
     def rollback(self) -> None:
         self._abort()
@@ -349,11 +424,13 @@ class ProcessingTx:
         return st
 
     def _load(self, keys: Collection[StockKey]) -> None:
+        conn = self._session()
+        assert self._obs_stream is not None
         self._obs_stream.pause()  # the connection answers one statement at a time
         # A kept cache holds compact key states: memory follows the live state, while
         # lower revisions' candidates and delivery places stay in ``observations``.
         try:
-            self.ctx.load_keys(self._conn, self._cache, keys, compact=self.ctx.state.cache)
+            self.ctx.load_keys(conn, self._cache, keys, compact=self.ctx.state.cache)
         except psycopg.Error as e:
             raise translate(e, self._label) from e
 
@@ -361,10 +438,12 @@ class ProcessingTx:
         """Hold again the lower revisions of ``e``'s identity, in offset order: the rows in
         the table (committed, or streamed by this batch) and this batch's rows not sent yet."""
         kid = self.ctx.key_ids[e.key]
+        conn = self._session()
         stream = self._obs_stream
+        assert stream is not None
         try:
             stream.pause()
-            rows = self._conn.execute(LOAD_IDENTITY_BELOW, (kid, e.txn_id, e.below)).fetchall()
+            rows = conn.execute(LOAD_IDENTITY_BELOW, (kid, e.txn_id, e.below)).fetchall()
         except psycopg.Error as err:
             raise translate(err, self._label) from err
         # this batch's rows the table does not hold yet
@@ -416,12 +495,18 @@ class ProcessingTx:
         observation_row = codec.observation_row
         obs_rows, outbox, mine, dirty_days = self._obs, self._outbox, self._outputs, self._days
         new_outputs = self._new_outputs
-        # A large batch's observation rows go to the server while the records are folded.
-        stream = self._obs_stream if len(records) >= COPY_MIN_ROWS else None
+        # A large batch's observation rows go to the server while the records are folded
+        # (once the transaction has its session: folding ahead, not before the previous
+        # batch has committed).
+        streaming = len(records) >= COPY_MIN_ROWS
         step = STREAM_ROWS
+        send_at = len(obs_rows) + step if streaming else len(records) + len(obs_rows) + 1
         for r in records:
-            if stream is not None and len(obs_rows) - stream.sent >= step:
-                stream.send(obs_rows)
+            if len(obs_rows) >= send_at:
+                stream = self._session_if_ready()
+                if stream is not None:
+                    stream.send(obs_rows)
+                send_at = len(obs_rows) + step
             c = r.coords
             check_coordinates(r, source=src, partition=p, frontier=self.next)
             try:
@@ -483,7 +568,8 @@ class ProcessingTx:
                         mine[oid] = env
                     self.sequence = seq
             self.next = c.offset + 1
-        if stream is not None:
+        stream = self._obs_stream
+        if streaming and stream is not None:
             if len(obs_rows) > stream.sent:
                 stream.send(obs_rows)
             stream.pause()
@@ -491,8 +577,9 @@ class ProcessingTx:
 
     # ---------------------------------------------------------- commit
 
-    def _write(self, conn: psycopg.Connection[Any]) -> None:
-        """Every row of the batch, set-based: COPY for large sets, arrays for tiny ones."""
+    def _seal(self) -> _Writes:
+        """Every row of the batch, taken from the working copies now: after this the rows
+        no longer depend on the cache (which the next batch may go on changing)."""
         ctx = self.ctx
         ns_id, p = ctx.ns_id, self.partition
         keys = self._cache.keys
@@ -527,25 +614,73 @@ class ProcessingTx:
             out_rows += new_out
             new_out = []
         outbox = [(ns_id, p, r.sequence, r.envelope.to_bytes()) for r in self._outbox]
-        unsent = self._obs[self._obs_stream.sent :]  # the rest are in the table already
-        appends = [(OBSERVATIONS, unsent), (OUTBOX, outbox), (KEY_DAYS, new_days), (OUTPUTS, new_out)]
-        upserts = [
-            (sink, rows, staged_stmt, unnest_stmt)
-            for (sink, staged_stmt, unnest_stmt), rows in zip(
-                UPSERTS, (deleted, day_rows, out_rows), strict=True
+        sent = self._obs_stream.sent if self._obs_stream is not None else 0
+        unsent = self._obs[sent:]  # the rest are in the table already
+        rs = self._rejections
+        quarantine = (
+            (
+                ns_id,
+                p,
+                [x.record.coords.offset for x in rs],
+                [x.record.coords.source for x in rs],
+                [x.record.value for x in rs],
+                [x.record.key for x in rs],
+                [x.reason.value for x in rs],
+                [x.detail for x in rs],
             )
+            if rs
+            else None
+        )
+        advance = (
+            self.next, self.sequence, self._records, len(rs), len(self._outbox), ns_id, p,
+        )
+        measure = (
+            ns_id, p, self._batch, self._first, self.next, self._records, len(rs),
+            len(self._outbox), self._compute_ns // 1000,
+        )
+        appends = [(OBSERVATIONS, unsent), (OUTBOX, outbox), (KEY_DAYS, new_days), (OUTPUTS, new_out)]
+        changed = (deleted, day_rows, out_rows)
+        # Large sets leave here as finished COPY data: encoding is the CPU part of a COPY,
+        # and it must not wait for (or compete with) a commit in flight.
+        conn = self._conn
+        assert conn is not None
+        cur = conn.cursor()
+        encoded = [
+            (sink, sink.encode_rows(cur, rows))
+            for sink, rows in [*appends, *zip((u[0] for u in UPSERTS), changed, strict=True)]
+            if len(rows) >= COPY_MIN_ROWS
         ]
+        return _Writes(
+            encoded=encoded,
+            appends=appends,
+            upserts=[
+                (sink, rows, staged_stmt, unnest_stmt)
+                for (sink, staged_stmt, unnest_stmt), rows in zip(UPSERTS, changed, strict=True)
+            ],
+            quarantine=quarantine,
+            advance=advance,
+            measure=measure,
+            prune=(ns_id, p, self._batch - MEASUREMENTS_KEPT),
+            notify=self._notify if self._outbox else None,
+        )
+
+    def _send(self, conn: psycopg.Connection[Any], w: _Writes) -> None:
+        """Write the sealed rows, set-based: COPY for large sets, arrays for tiny ones.
+
+        Uses nothing of the transaction but ``w`` and the session (it may run on the
+        database's background thread), and notes only whether it created staging tables.
+        """
+        appends, upserts = w.appends, w.upserts
         # Large sets: binary COPY (into staging tables for upserts). Small sets: one
         # pipelined statement with array parameters and no staging table at all,
         # because emptying a temporary table at commit costs more than tiny batches.
         staged = [rows for _, rows, _, _ in upserts if len(rows) >= COPY_MIN_ROWS]
-        if staged and conn is not ctx.state.staged:
+        if staged and conn is not self.ctx.state.staged:
             conn.execute(CREATE_STAGING)  # remembered only once this transaction commits
             self._staging_created = True
         cur = conn.cursor()
-        for sink, rows in [*appends, *[(k, r) for k, r, _, _ in upserts]]:
-            if len(rows) >= COPY_MIN_ROWS:
-                sink.copy_rows(cur, rows)
+        for sink, data in w.encoded:
+            sink.copy_encoded(cur, data)
         with conn.pipeline():
             for sink, rows in appends:
                 if 0 < len(rows) < COPY_MIN_ROWS:
@@ -555,75 +690,67 @@ class ProcessingTx:
                     conn.execute(staged_stmt)
                 elif rows:
                     conn.execute(unnest_stmt, _columns(rows, len(sink.types)))
-            if self._rejections:
-                rs = self._rejections
-                conn.execute(
-                    INSERT_QUARANTINE,
-                    (
-                        ns_id,
-                        p,
-                        [x.record.coords.offset for x in rs],
-                        [x.record.coords.source for x in rs],
-                        [x.record.value for x in rs],
-                        [x.record.key for x in rs],
-                        [x.reason.value for x in rs],
-                        [x.detail for x in rs],
-                    ),
-                )
-            conn.execute(
-                ADVANCE,
-                (
-                    self.next,
-                    self.sequence,
-                    self._records,
-                    len(self._rejections),
-                    len(self._outbox),
-                    ns_id,
-                    p,
-                ),
-            )
-            conn.execute(
-                MEASURE,
-                (
-                    ns_id,
-                    p,
-                    self._batch,
-                    self._first,
-                    self.next,
-                    self._records,
-                    len(self._rejections),
-                    len(self._outbox),
-                    self._compute_ns // 1000,
-                ),
-            )
-            conn.execute(PRUNE_MEASUREMENTS, (ns_id, p, self._batch - MEASUREMENTS_KEPT))
-            if self._notify is not None and self._outbox:
-                conn.execute("SELECT pg_notify(%s, '')", (self._notify,))
+            if w.quarantine is not None:
+                conn.execute(INSERT_QUARANTINE, w.quarantine)
+            conn.execute(ADVANCE, w.advance)
+            conn.execute(MEASURE, w.measure)
+            conn.execute(PRUNE_MEASUREMENTS, w.prune)
+            if w.notify is not None:
+                conn.execute("SELECT pg_notify(%s, '')", (w.notify,))
 
     def commit(self) -> BatchResult:
         """Write everything, advance the frontier and COMMIT; returns what was installed."""
         if not self._open:
             msg = "the processing transaction is no longer open"
             raise StoreError(msg)
-        conn = self._conn
+        conn = self._session()
         db = self.ctx.db
         with self._aborting():
-            self._write(conn)
+            self._send(conn, self._seal())
         self._open = False
         try:
             db.commit(conn, self._label)
-        except CommitUnknown as e:
-            self.ctx.state.forget(self.partition)
-            e.partition = self.partition
-            e.before = self.expected_next
-            e.after = self.next
+        except BaseException as e:
+            self._commit_failed(e)
             raise
-        except BaseException:
-            self.ctx.state.forget(self.partition)
-            raise
+        return self._committed(conn)
+
+    def commit_ahead(self) -> PendingCommit:
+        """``commit`` on the database's background thread, returning at once.
+
+        The rows are sealed here (they no longer depend on the cache); the writes and
+        COMMIT run while the caller goes on, typically folding the partition's next batch
+        in a transaction opened with this ``after``. Its outcome is ``PendingCommit.result``;
+        until that is known the database serves nothing else.
+        """
+        if not self._open:
+            msg = "the processing transaction is no longer open"
+            raise StoreError(msg)
+        conn = self._session()
+        with self._aborting():
+            writes = self._seal()
+        self._open = False
+        db, label = self.ctx.db, self._label
+
+        def write_and_commit() -> None:
+            try:
+                self._send(conn, writes)
+            except psycopg.Error as e:
+                db.rollback()
+                raise translate(e, label) from e
+            except BaseException:
+                db.rollback()
+                raise
+            db.commit(conn, label)
+
+        return PendingCommit(self, conn, db.submit(write_and_commit))
+
+    def _committed(self, conn: psycopg.Connection[Any]) -> BatchResult:
+        """What a commit that succeeded installed; the cache is trusted again from here."""
+        state = self.ctx.state
         if self._staging_created:
-            self.ctx.state.staged = conn
-        if self.ctx.state.cache:
+            state.staged = conn
+        if state.cache and not self.handed_on:
             self._cache.stamp = (self.epoch, self.next)
         return BatchResult(
             self.partition,
@@ -633,6 +760,90 @@ class ProcessingTx:
             self._records - len(self._rejections),
         )
 
+    def _commit_failed(self, e: BaseException) -> None:
+        """Nothing of the working copies may be trusted after a commit that failed or is unknown."""
+        self.ctx.state.forget(self.partition)
+        if isinstance(e, CommitUnknown):
+            e.partition = self.partition
+            e.before = self.expected_next
+            e.after = self.next
+
+
+@dataclass(slots=True)
+class _Writes:
+    """A sealed batch: every row and parameter its commit sends, nothing that can still change."""
+
+    encoded: list[tuple[Sink, bytes]]
+    """The binary COPY data of every set large enough for COPY, in the order they are sent."""
+    appends: list[tuple[Sink, list[tuple[Any, ...]]]]
+    upserts: list[tuple[Sink, list[tuple[Any, ...]], Any, Any]]
+    quarantine: tuple[Any, ...] | None
+    advance: tuple[Any, ...]
+    measure: tuple[Any, ...]
+    prune: tuple[int, int, int]
+    notify: str | None
+
+
+class PendingCommit:
+    """A batch whose writes and COMMIT run on the database's background thread.
+
+    ``result`` waits for the outcome: the ``BatchResult``, or the error ``commit`` would
+    have raised (StoreUnavailable, CommitUnknown with the batch's frontiers for
+    ``resolve_unknown``). Settled once, on the caller's thread, however often asked.
+    """
+
+    __slots__ = ("tx", "_conn", "_future", "_outcome")
+
+    def __init__(self, tx: ProcessingTx, conn: psycopg.Connection[Any], future: Future[None]) -> None:
+        self.tx = tx
+        self._conn = conn
+        self._future = future
+        self._outcome: BatchResult | BaseException | None = None
+
+    def done(self) -> bool:
+        """The commit has finished (either way); ``result`` returns without waiting."""
+        return self._outcome is not None or self._future.done()
+
+    def committed(self) -> bool:
+        """Wait for the outcome; True when the batch committed."""
+        return isinstance(self._settle(), BatchResult)
+
+    def result(self) -> BatchResult:
+        """Wait for the outcome: what the batch installed, or its commit's error."""
+        out = self._settle()
+        if isinstance(out, BaseException):
+            raise out
+        return out
+
+    def continued_by(self, tx: ProcessingTx) -> bool:
+        """Hand this batch's cache to ``tx``, the partition's next batch, if it can fold ahead
+        from it (same store with a kept cache, same owner, starting where this one ends)."""
+        prev = self.tx
+        if (
+            self._outcome is not None
+            or prev.handed_on
+            or tx.ctx is not prev.ctx
+            or not tx.ctx.state.cache
+            or tx.token != prev.token
+            or tx.expected_next != prev.next
+        ):
+            return False
+        prev.handed_on = True
+        return True
+
+    def _settle(self) -> BatchResult | BaseException:
+        out = self._outcome
+        if out is None:
+            try:
+                self._future.result()
+            except BaseException as e:  # noqa: BLE001 - the commit's error is its outcome
+                self.tx._commit_failed(e)
+                out = e
+            else:
+                out = self.tx._committed(self._conn)
+            self._outcome = out
+        return out
+
 
 
 __all__ = [
@@ -640,6 +851,7 @@ __all__ = [
     "BatchResult",
     "BatchState",
     "KeyCache",
+    "PendingCommit",
     "ProcessingTx",
     "guard_ownership",
 ]

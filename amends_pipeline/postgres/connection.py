@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_for
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import sql
@@ -273,8 +276,16 @@ def open_connection(
     return conn
 
 
+T = TypeVar("T")
+
+
 class Database:
-    """A lazily (re)connected session on one schema; not thread-safe (one per worker)."""
+    """A lazily (re)connected session on one schema; not thread-safe (one per worker).
+
+    One unit of work at a time may run on a background thread (``submit``: a batch's
+    writes and COMMIT while the next batch is folded). Until it has finished, every
+    other use of the session waits for it: the session is never used by two threads.
+    """
 
     def __init__(
         self,
@@ -294,9 +305,45 @@ class Database:
         self._conn: psycopg.Connection[Any] | None = None
         self.backend: tuple[int, object] | None = None
         """(pid, backend_start) of the current server process, for commit resolution."""
+        self._background: ThreadPoolExecutor | None = None
+        self._busy: Future[Any] | None = None
+        """The unit of work ``submit`` handed to the background thread, until it is waited for."""
+        self._inside = threading.local()
+
+    # ------------------------------------------------------------ the background unit
+
+    def submit(self, work: Callable[[], T]) -> Future[T]:
+        """Run ``work`` (which uses the session) on this database's background thread.
+
+        The caller must not touch the session itself until the returned future is done;
+        every method of this class waits for it first, so nothing else can interleave.
+        """
+        self.settle()
+        if self._background is None:
+            self._background = ThreadPoolExecutor(1, thread_name_prefix="amends-commit")
+
+        def run() -> T:
+            self._inside.active = True
+            try:
+                return work()
+            finally:
+                self._inside.active = False
+
+        self._busy = f = self._background.submit(run)
+        return f
+
+    def settle(self) -> None:
+        """Wait until the background unit of work (if any) has finished; its outcome is its future's."""
+        f = self._busy
+        if f is not None and not getattr(self._inside, "active", False):
+            wait_for([f])
+            self._busy = None
+
+    # ------------------------------------------------------------ the session
 
     def connection(self) -> psycopg.Connection[Any]:
         """The live session, reconnecting when the previous one is closed or broken."""
+        self.settle()
         c = self._conn
         if c is not None and not c.closed and not c.broken:
             if c.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
@@ -328,6 +375,7 @@ class Database:
 
     def discard(self) -> None:
         """Drop the session (closing it); the next unit of work reconnects."""
+        self.settle()
         c, self._conn = self._conn, None
         self.backend = None
         if c is not None:
@@ -336,7 +384,12 @@ class Database:
             except Exception:  # noqa: BLE001 - closing a dead session may fail in any way
                 pass
 
-    close = discard
+    def close(self) -> None:
+        """Drop the session and stop the background thread (after its unit of work)."""
+        self.discard()
+        bg, self._background = self._background, None
+        if bg is not None:
+            bg.shutdown(wait=True)
 
     @contextmanager
     def transaction(
@@ -415,6 +468,7 @@ class Database:
 
     def rollback(self) -> None:
         """Roll back the current unit of work, if any; a failing session is dropped."""
+        self.settle()
         if self._conn is not None:
             self._abandon(self._conn)
 

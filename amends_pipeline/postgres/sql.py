@@ -5,6 +5,7 @@ Only text and statement builders live here; ``store`` and ``batch`` run them.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -12,6 +13,7 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
+from psycopg.copy import Copy, FileWriter, LibpqWriter
 
 _SKIP_COLUMNS = (
     "partition, src_offset, reason, operator, skipped_at, error, epoch, frontier_before,"
@@ -99,6 +101,26 @@ class Sink:
             write = cp.write_row
             for row in rows:
                 write(row)
+
+    def encode_rows(self, cursor: psycopg.Cursor[Any], rows: Iterable[tuple[Any, ...]]) -> bytes:
+        """The whole binary COPY data of ``rows`` (signature, rows, trailer), formatted here
+        without the server: ``cursor`` only lends its type adapters (psycopg's ``Copy``
+        writing to a file, as its documentation shows)."""
+        out = io.BytesIO()
+        cp = Copy(cursor, binary=True, writer=FileWriter(out))
+        cp.set_types(list(self.types))
+        write = cp.write_row
+        for row in rows:
+            write(row)
+        cp.finish(None)
+        return out.getvalue()
+
+    def copy_encoded(self, cursor: psycopg.Cursor[Any], data: bytes) -> None:
+        """COPY data ``encode_rows`` made, handed to the driver in one piece and waited for
+        once, at its end (no flush in between: little Python work while the server reads)."""
+        writer = LibpqWriter(cursor, flush_threshold=len(data) + 1)
+        with cursor.copy(self.copy_statement(), writer=writer) as cp:
+            cp.write(data)
 
     def insert_statement(self) -> sql.Composed:
         return sql.SQL("INSERT INTO {} ({}) SELECT * FROM unnest({})").format(

@@ -68,6 +68,7 @@ from amends_pipeline.postgres.batch import (
     BatchResult,
     BatchState,
     KeyCache,
+    PendingCommit,
     ProcessingTx,
     guard_ownership,
 )
@@ -405,9 +406,15 @@ class PgStore:
 
     # ------------------------------------------------------------ processing
 
-    def begin(self, token: Token, expected_next: int) -> ProcessingTx:
-        """Open a fenced processing transaction (partition row locked, guard checked)."""
-        return ProcessingTx(self._context, token, expected_next)
+    def begin(
+        self, token: Token, expected_next: int, after: PendingCommit | None = None
+    ) -> ProcessingTx:
+        """Open a fenced processing transaction (partition row locked, guard checked).
+
+        ``after``: the partition's previous batch, still committing (``process_ahead``);
+        the transaction folds ahead from the state it left and locks once it has committed.
+        """
+        return ProcessingTx(self._context, token, expected_next, after)
 
     def process(
         self,
@@ -437,6 +444,36 @@ class PgStore:
                     tx.advance_to(until)
                 tx.notify(self.outbox_channel)  # wakes an idle relay once this commits
                 return tx.commit()
+        except BatchAborted as e:
+            self._note_stop(e)
+            raise
+
+    def process_ahead(
+        self,
+        token: Token,
+        expected_next: int,
+        records: Iterable[Record],
+        until: int | None = None,
+        after: PendingCommit | None = None,
+    ) -> PendingCommit:
+        """``process`` with the batch's writes and COMMIT left running on a background thread.
+
+        Returns once the batch is folded and sealed; ``result()`` of the returned value
+        is its outcome, raising what ``process`` would raise at commit (StoreUnavailable,
+        CommitUnknown). Pass it as ``after`` of the partition's next batch, which then
+        folds while this one commits (one commit in flight, one batch folding): that
+        batch locks the partition only after this one has committed, and if this one did
+        not commit, raises PredecessorFailed having written nothing. Errors of the fold
+        itself (BatchAborted, fences, SourceMismatch) are raised here, as by ``process``.
+        Nothing else reaches the database until the commit in flight has finished.
+        """
+        try:
+            with self.begin(token, expected_next, after) as tx:
+                tx.apply(records)
+                if until is not None:
+                    tx.advance_to(until)
+                tx.notify(self.outbox_channel)
+                return tx.commit_ahead()
         except BatchAborted as e:
             self._note_stop(e)
             raise

@@ -197,7 +197,7 @@ def test_staging_tables_created_by_a_rolled_back_batch_are_created_again(open_st
     tok = store.claim(0)
     tx = store.begin(tok, 0)
     tx.apply(b.records([b.txn("A")]))
-    tx._write(tx._conn)  # creates the session's staging tables inside the transaction
+    tx._send(tx._session(), tx._seal())  # creates the session's staging tables inside the transaction
     tx.rollback()  # ... which takes them away again
     assert store.process(tok, 0, b.records([b.txn("A")])).frontier == 1
     assert store.process(tok, 1, b.records([b.txn("B")], start=1)).frontier == 2
@@ -270,13 +270,13 @@ def test_rows_that_cannot_exist_yet_go_straight_in_and_the_tables_equal_upsertin
         return _tables(admin, namespace)
 
     calls: list[int] = []
-    real_write = pg_batch.ProcessingTx._write
+    real_seal = pg_batch.ProcessingTx._seal
 
-    def counting(self, conn):
+    def counting(self):
         calls.append(len(self._new_outputs))
-        return real_write(self, conn)
+        return real_seal(self)
 
-    monkeypatch.setattr(pg_batch.ProcessingTx, "_write", counting)
+    monkeypatch.setattr(pg_batch.ProcessingTx, "_seal", counting)
     direct = run("direct")
     assert calls[1] >= pg_batch.COPY_MIN_ROWS  # the second batch took the direct route
     # Now every row counts as possibly existing: no day is after the last committed one and
