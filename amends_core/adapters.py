@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from amends_core import fence
-from amends_core.errors import BatchAborted, CommitUnknown, SourceMismatch, Transient
+from amends_core.errors import BatchAborted, CommitUnknown, PredecessorFailed, SourceMismatch, Transient
 from amends_core.ledger import CloseOutOfRange, Record
 from amends_core.ports import BatchResult, Delivery, OutboxRow, Token
 from amends_core.store.memory import MemoryStore
@@ -24,6 +24,24 @@ from amends_core.view import ViewDecision, ViewState
 
 class Unanswered(Transient):
     """A memory log that did not answer a publication (only the simulator makes one)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """A memory batch's commit outcome, known from the start (the ``CommitInFlight`` port)."""
+
+    outcome: BatchResult | CommitUnknown
+
+    def done(self) -> bool:
+        return True
+
+    def committed(self) -> bool:
+        return isinstance(self.outcome, BatchResult)
+
+    def result(self) -> BatchResult:
+        if isinstance(self.outcome, CommitUnknown):
+            raise self.outcome
+        return self.outcome
 
 
 class MemoryProcessing:
@@ -89,6 +107,23 @@ class MemoryProcessing:
             store.advance(token, frontier, until)
             frontier = until
         return BatchResult(p, frontier, tuple(rows), tuple(store.rejections[first:]), accepted)
+
+    def process_ahead(
+        self,
+        token: Token,
+        expected_next: int,
+        records: Sequence[Record],
+        until: int | None = None,
+        after: Any = None,
+    ) -> Decided:
+        """``process`` at once (memory has nothing to overlap); a lost reply is the outcome."""
+        if isinstance(after, Decided) and not after.committed():
+            msg = f"partition {token.partition}: the batch before this one did not commit"
+            raise PredecessorFailed(msg)
+        try:
+            return Decided(self.process(token, expected_next, records, until))
+        except CommitUnknown as e:
+            return Decided(e)
 
     def resolve_unknown(self, unknown: CommitUnknown) -> bool:
         p = unknown.partition

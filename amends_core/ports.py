@@ -5,6 +5,7 @@ against these Protocols. Two sets of adapters implement them:
 
   port               production adapter                      memory adapter
   ProcessingStore    postgres.store.PgStore                  adapters.MemoryProcessing
+  AheadStore         postgres.store.PgStore                  adapters.MemoryProcessing
   Outbox             postgres.store.PgStore                  adapters.MemoryProcessing
   SourceLog          roles.worker.KafkaSource                adapters.MemorySource
   OutputLog          roles.relay.KafkaOutput                 adapters.MemoryOutput
@@ -89,6 +90,40 @@ class ProcessingStore(Protocol):
 
     def resolve_unknown(self, unknown: CommitUnknown) -> bool:
         """Settle a lost batch reply for good: True when the batch committed."""
+        ...
+
+
+class CommitInFlight(Protocol):
+    """A batch folded and sealed whose commit may still be running (``process_ahead``)."""
+
+    def done(self) -> bool:
+        """The outcome is known: ``result`` returns without waiting."""
+        ...
+
+    def committed(self) -> bool:
+        """Wait for the outcome; True when the batch committed."""
+        ...
+
+    def result(self) -> BatchResult:
+        """Wait for the outcome: what the batch installed, or the error its commit raised
+        (CommitUnknown among them, to settle with ``resolve_unknown``)."""
+        ...
+
+
+class AheadStore(ProcessingStore, Protocol):
+    """A processing store that can fold a partition's next batch while the last one commits."""
+
+    def process_ahead(
+        self,
+        token: Token,
+        expected_next: int,
+        records: Sequence[Record],
+        until: int | None = None,
+        after: Any = None,
+    ) -> CommitInFlight:
+        """``process`` whose commit outcome arrives through the returned value. ``after``: the
+        partition's previous batch (as returned here): if it did not commit, nothing of
+        this one is written and PredecessorFailed is raised."""
         ...
 
 
@@ -202,6 +237,6 @@ class ViewStore(Protocol):
 
 
 __all__ = [
-    "BatchResult", "Delivery", "Marks", "OutboxRow", "Outbox", "OutputLog", "OutputSource",
-    "Pending", "ProcessingStore", "SourceLog", "Token", "ViewStore",
+    "AheadStore", "BatchResult", "CommitInFlight", "Delivery", "Marks", "OutboxRow", "Outbox",
+    "OutputLog", "OutputSource", "Pending", "ProcessingStore", "SourceLog", "Token", "ViewStore",
 ]

@@ -20,16 +20,26 @@ no record at all still moves the frontier, in a fenced commit of its own.
 ``step`` is ``commit(prepare())``. The two halves are public so that the
 simulator can hold a prepared batch while another claim lands (a replaced
 owner's batch must then fail its fence).
+
+With ``ahead`` above 1 (and a store that supports it, ``AheadStore``) a step
+that finds more in the source than one batch runs up to ``ahead`` batches back
+to back, each folded while the one before it commits. Nothing about progress
+changes: every batch is still one fenced commit from the frontier the one
+before installed; a batch folded ahead of a commit that failed is dropped
+unwritten (PredecessorFailed) and read again from the frontier the store
+reports. The step returns only when every batch it ran has settled, so what it
+reports is committed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
-from amends_core.errors import BatchAborted, CommitUnknown, Transient
+from amends_core.errors import BatchAborted, CommitUnknown, PredecessorFailed, Transient
 from amends_core.ledger import Record
-from amends_core.ports import BatchResult, ProcessingStore, SourceLog, Token
+from amends_core.ports import AheadStore, BatchResult, CommitInFlight, ProcessingStore, SourceLog, Token
 
 CLAIM_ATTEMPTS = 3
 """Claims with a lost reply settled as not ours before giving up (as a transient failure)."""
@@ -99,13 +109,19 @@ class Worker:
         batch_size: int = 1000,
         batch_bytes: int = BATCH_BYTES,
         clock: Callable[[], float] = no_clock,
+        ahead: int = 1,
     ) -> None:
+        if ahead > 1 and not callable(getattr(store, "process_ahead", None)):
+            msg = f"ahead={ahead} needs a store that can commit in the background (process_ahead)"
+            raise ValueError(msg)
         self.store = store
         self.source = source
         self.partition = partition
         self.batch_size = batch_size
         self.batch_bytes = max(1, batch_bytes)
         self.clock = clock
+        self.ahead = max(1, ahead)
+        """Batches one step may run back to back, each folded while the previous one commits."""
         self.token: Token | None = None
         self.cursor: int | None = None
         """The frontier this worker's last known commit installed; None: read it from the store."""
@@ -164,6 +180,17 @@ class Worker:
         records, position = self.source.read(frontier, high, limit, self.batch_bytes)
         return Batch(token, frontier, start, high, records, position, t0)
 
+    def _read_on(self, after: Batch, max_records: int) -> Batch | None:
+        """The batch after ``after``, read from where it ended (its commit still in flight)."""
+        frontier = after.position
+        high = self.source.end(frontier)
+        if high <= frontier or max_records < 1:
+            return None
+        start = self.source.start(frontier)
+        limit = min(self.batch_size, max_records)
+        records, position = self.source.read(frontier, high, limit, self.batch_bytes)
+        return Batch(after.token, frontier, start, high, records, position, self.clock())
+
     def commit(self, batch: Batch) -> StepResult:
         """Commit a prepared batch in one fenced call and settle a lost reply."""
         self.cursor = None  # whatever happens below, only a known commit says where it is
@@ -197,15 +224,93 @@ class Worker:
         return self.store.resolve_unknown(unknown)
 
     def step(self, max_records: int | None = None) -> StepResult:
-        """Process at most one batch from the frontier; idempotent and bounded.
+        """Process at most ``ahead`` batches from the frontier; idempotent and bounded.
 
-        ``max_records`` caps the records read (default: the batch size); the
-        batch also ends at the record that reaches ``batch_bytes``.
+        ``max_records`` caps the records read (default: ``ahead`` batch sizes); a
+        batch also ends at the record that reaches ``batch_bytes``. More than one
+        batch runs only when the source holds more than the first one.
         """
         prepared = self.prepare(max_records)
         if isinstance(prepared, StepResult):
             return prepared
-        return self.commit(prepared)
+        if self.ahead == 1 or prepared.position >= prepared.high:
+            return self.commit(prepared)
+        cap = max_records if max_records is not None else self.ahead * self.batch_size
+        return self._run_ahead(prepared, cap)
+
+    def _run_ahead(self, first: Batch, cap: int) -> StepResult:
+        """Batches from ``first`` on, each folded while the one before commits; every one is
+        settled (its commit known, a lost reply resolved) before this returns or raises."""
+        store = cast(AheadStore, self.store)
+        self.cursor = None  # only a known commit says where the frontier is
+        results: list[BatchResult] = []
+        batches: list[Batch] = []
+        resolved = False
+        clean = True
+        pending: tuple[Batch, CommitInFlight] | None = None
+
+        def settle() -> None:
+            # the batch in flight, settled like ``commit`` settles its one batch
+            nonlocal pending, resolved, clean
+            if pending is None:
+                return
+            b, flight = pending
+            pending = None
+            try:
+                results.append(flight.result())
+            except CommitUnknown as e:
+                clean = False
+                resolved = self.settle_lost_commit(e, b) or resolved
+
+        batch: Batch | None = first
+        left = cap
+        try:
+            while batch is not None:
+                try:
+                    flight = store.process_ahead(
+                        batch.token, batch.frontier, batch.records, until=batch.position,
+                        after=pending[1] if pending is not None else None,
+                    )
+                except PredecessorFailed:
+                    settle()  # raises the previous batch's own error unless its reply was lost
+                    clean = False
+                    break
+                except BatchAborted as e:
+                    settle()
+                    if not clean:
+                        raise
+                    # as ``commit``: the records before the failing one commit, then stop
+                    before = [r for r in batch.records if r.coords.offset < e.offset]
+                    if before:
+                        results.append(store.process(batch.token, batch.frontier, before))
+                    batches.append(batch)
+                    clean = False
+                    raise
+                settle()  # already finished: this batch could only lock after it committed
+                batches.append(batch)
+                pending = (batch, flight)
+                left -= len(batch.records)
+                if len(batches) >= self.ahead or not clean:
+                    break
+                batch = self._read_on(batch, left)
+        except BaseException:
+            clean = False  # the frontier is read again from the store
+            raise
+        finally:
+            try:
+                settle()
+            finally:
+                if clean and results:
+                    self.cursor = results[-1].frontier
+        after = self.source.start(self.frontier())
+        return StepResult(
+            self.partition, first.start, after, batches[-1].high if batches else first.high,
+            sum(len(b.records) for b in batches),
+            sum(r.accepted for r in results),
+            sum(len(r.rejections) for r in results),
+            sum(len(r.rows) for r in results),
+            self.clock() - first.started, resolved,
+        )
 
 
 __all__ = ["BATCH_BYTES", "CLAIM_ATTEMPTS", "Batch", "ClaimUnsettled", "StepResult", "Worker", "no_clock"]

@@ -17,6 +17,12 @@ from amends_pipeline.kafka.topics import OffsetLost, Reader, to_records
 from amends_pipeline.manifest import Manifest, SourceLost, check_range, check_source
 from amends_pipeline.postgres.store import PgStore
 
+AHEAD = 4
+"""Batches a worker step runs back to back when the source holds that much, each folded
+while the one before it commits (``Worker.ahead``): the commit's wait on PostgreSQL (its
+COPYs, upserts and COMMIT, about a tenth of a large batch's time) overlaps the next fold.
+A step still returns only when all of them are settled."""
+
 
 class KafkaSource:
     """One source partition of the provisioned source topic (the ``SourceLog`` port)."""
@@ -84,14 +90,17 @@ class WorkerPartition(Worker):
         batch_size: int = 1000,
         batch_bytes: int = BATCH_BYTES,
         recheck_seconds: float = 5.0,
+        ahead: int = AHEAD,
     ) -> None:
         source = KafkaSource(reader, manifest, partition, recheck_seconds=recheck_seconds)
         super().__init__(
             store, source, partition, batch_size=batch_size, batch_bytes=batch_bytes,
-            clock=time.perf_counter,
+            clock=time.perf_counter, ahead=ahead,
         )
         self.reader = reader
         self.manifest = manifest
 
 
-__all__ = ["BATCH_BYTES", "CLAIM_ATTEMPTS", "KafkaSource", "SourceLost", "StepResult", "WorkerPartition"]
+__all__ = [
+    "AHEAD", "BATCH_BYTES", "CLAIM_ATTEMPTS", "KafkaSource", "SourceLost", "StepResult", "WorkerPartition",
+]

@@ -36,8 +36,15 @@ def values(n: int) -> list[bytes]:
     return [b.value(b.txn(f"T{i:04d}", qty=-1, valid=b.day(2))) for i in range(n)]
 
 
+@pytest.mark.parametrize(
+    ("ahead", "steps"),
+    [
+        (1, [3, 3, 3, 1, 0]),  # one batch per step: each step shows one batch's records
+        (4, [10, 0]),  # the default: one step runs the four batches, each folded while the one before commits
+    ],
+)
 def test_a_worker_batch_ends_at_the_record_that_reaches_the_byte_budget_before_the_record_count(
-    runtime, kafka_broker: RealBroker
+    runtime, kafka_broker: RealBroker, ahead: int, steps: list[int]
 ) -> None:
     rt, src, out = runtime
     m = provision(rt, src, out).manifest
@@ -45,13 +52,18 @@ def test_a_worker_batch_ends_at_the_record_that_reaches_the_byte_budget_before_t
     produce(kafka_broker.bootstrap, src, vals)
     size = len(vals[0]) + len(b.K1.transport_key())
     with rt.store() as store, rt.reader(src) as reader:
-        w = WorkerPartition(store, reader, m, 0, batch_size=1000, batch_bytes=3 * size - 1)
+        w = WorkerPartition(store, reader, m, 0, batch_size=1000, batch_bytes=3 * size - 1, ahead=ahead)
         first = w.step()
-        assert first.records == 3  # the third record reaches the budget; the count (1000) never does
-        assert first.frontier == m.markers[0] + 4 == store.frontier(0)
-        steps = [w.step().records for _ in range(4)]
-        assert steps == [3, 3, 1, 0]  # every record exactly once, nothing skipped
+        assert first.records == steps[0]
+        assert first.frontier == store.frontier(0)
+        assert [w.step().records for _ in steps[1:]] == steps[1:]  # every record exactly once
         assert store.frontier(0) == reader.watermarks(0).high
+        samples = store.measurements(0)
+        # the third record reaches the budget; the count (1000) never does: each batch is
+        # its own fenced commit, starting where the one before ended
+        assert [x.records for x in samples] == [3, 3, 3, 1]
+        assert samples[0].next_offset == m.markers[0] + 4
+        assert [x.first_offset for x in samples[1:]] == [x.next_offset for x in samples[:-1]]
     drain(rt, 100)
     assert verify_namespace(rt).status.value == "PASS"
 
@@ -63,9 +75,10 @@ def test_a_record_larger_than_the_byte_budget_is_a_batch_of_its_own(
     m = provision(rt, src, out).manifest
     produce(kafka_broker.bootstrap, src, values(3))
     with rt.store() as store, rt.reader(src) as reader:
-        w = WorkerPartition(store, reader, m, 0, batch_size=1000, batch_bytes=1)
+        w = WorkerPartition(store, reader, m, 0, batch_size=1000, batch_bytes=1, ahead=1)
         assert [w.step().records for _ in range(4)] == [1, 1, 1, 0]
         assert store.frontier(0) == reader.watermarks(0).high
+        assert [x.records for x in store.measurements(0)] == [1, 1, 1]
 
 
 def test_the_record_count_still_ends_a_batch_of_small_records_below_the_byte_budget(
@@ -75,7 +88,7 @@ def test_the_record_count_still_ends_a_batch_of_small_records_below_the_byte_bud
     m = provision(rt, src, out).manifest
     produce(kafka_broker.bootstrap, src, values(5))
     with rt.store() as store, rt.reader(src) as reader:
-        w = WorkerPartition(store, reader, m, 0, batch_size=2)
+        w = WorkerPartition(store, reader, m, 0, batch_size=2, ahead=1)
         assert w.batch_bytes == BATCH_BYTES
         # the first scan also reads the marker message, which is not a record
         assert [w.step().records for _ in range(4)] == [1, 2, 2, 0]
