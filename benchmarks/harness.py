@@ -45,7 +45,7 @@ class Figure:
         spread = f"{fmt(self.low)} – {fmt(self.high)}" if self.runs > 1 else "single run"
         labels = {
             "rows_per_record": ("database rows written per record", "{:.2f}"),
-            "db_share": ("database share of worker time", "{:.0%}"),
+            "db_share": ("share of worker time outside the fold (database work it waited for)", "{:.0%}"),
             "vs_core": ("vs core ceiling", "{:.2f}x"),
             "ratio": ("oracle vs this baseline", "{:.1f}x"),
             "columns_ratio": ("vs the canonical layout as columns, same run", "{:.2f}x"),

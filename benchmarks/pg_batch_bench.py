@@ -9,10 +9,14 @@ amendments (a replacement of one of the key's last few transactions) and 1 %
 deep corrections (an amendment or a cancellation of any earlier transaction
 of the key). Each run gets a fresh namespace that is first preloaded (not
 timed) so keys carry real history, then processes the timed records with
-the given batch size; a figure is the median over runs. The same records run
-through the pure core (decide + install, no database) in the same process
-as the ceiling the database path is compared against. Rows written per record
-come from PostgreSQL's own table statistics.
+the given batch size; a figure is the median over runs. The timed records go
+through the worker's own step (``amends_core.roles.worker.Worker`` over the
+``PgStore``, as the worker role runs it, with ``AHEAD`` batches per step, each
+folded while the one before commits) from a memory source holding the same
+records: Kafka is not in these figures. The same records run through the pure
+core (decide + install, no database) in the same process as the ceiling the
+database path is compared against. Rows written per record come from
+PostgreSQL's own table statistics.
 """
 
 from __future__ import annotations
@@ -32,12 +36,16 @@ from pathlib import Path
 import psycopg
 
 from amends_core import process, timefmt, wire
+from amends_core.adapters import MemorySource
 from amends_core.ledger import Config, Coordinates, KeyConfig, Record, StockKey, Transaction
 from amends_core.ports import Token
+from amends_core.roles.worker import Worker
+from amends_pipeline.postgres import batch as pg_batch
 from amends_pipeline.postgres.connection import dsn_from_env
 from amends_pipeline.postgres.migrate import scratch_schema
 from amends_pipeline.postgres.store import PgStore
 from amends_pipeline.roles import collector
+from amends_pipeline.roles.worker import AHEAD
 from benchmarks.harness import Figure, figure, machine_busy_s, pids_named, process_cpu_s, run_in_tree
 
 SOURCE = "bench-source"
@@ -117,13 +125,51 @@ def _rows_written(conn: psycopg.Connection, schema: str) -> int:
     return int(row[0]) if row else 0
 
 
+class _FoldClock:
+    """Seconds spent in ``ProcessingTx.apply`` (the fold) while installed: ``with _FoldClock() as c``."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._real = pg_batch.ProcessingTx.apply
+
+    def __enter__(self) -> _FoldClock:
+        real = self._real
+
+        def apply(tx: pg_batch.ProcessingTx, records: Sequence[Record]) -> None:
+            t = time.perf_counter()
+            try:
+                real(tx, records)
+            finally:
+                self.seconds += time.perf_counter() - t
+
+        pg_batch.ProcessingTx.apply = apply  # type: ignore[method-assign,assignment]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pg_batch.ProcessingTx.apply = self._real  # type: ignore[method-assign]
+
+
+def timed_worker(
+    store: PgStore, tok: Token, frontier: int, records: Sequence[Record], batch: int, ahead: int
+) -> int:
+    """Run the worker's step over ``records`` (from ``frontier``) until they are all committed,
+    as the claimed owner ``tok`` (its key cache stays warm); returns the frontier."""
+    source = MemorySource(list(records), [r.coords.offset for r in records])
+    w = Worker(store, source, 0, batch_size=batch, ahead=ahead)
+    w.token, w.cursor = tok, frontier
+    while w.step().records:
+        pass
+    return w.frontier()
+
+
 def one_run(
     dsn: str, schema: str, records: Sequence[Record], preload: int, batch: int, keys: int,
-    run_id: str, cache: bool = True,
+    run_id: str, cache: bool = True, ahead: int = AHEAD,
 ) -> tuple[float, float, float]:
     """(records/s, rows written per record, share of time outside fold/diff) for one run.
 
-    The share outside ``ProcessingTx.apply`` is the database's: lock, writes, commit.
+    The share outside ``ProcessingTx.apply`` is the database's (lock, writes, commit) as far
+    as the worker waits for it: with ``ahead`` above 1 most of a commit overlaps the next fold.
     """
     cfg = bench_config(keys, f"bench-{run_id}")
     store = PgStore.open(dsn, cfg, schema=schema, cache=cache)
@@ -134,15 +180,12 @@ def one_run(
         store.db.connection().execute("SELECT pg_stat_force_next_flush()")
         time.sleep(0.05)
         rows0 = _rows_written(admin, schema)
-        compute = 0.0
-        t0 = time.perf_counter()
-        for i in range(0, len(timed), batch):
-            with store.begin(tok, frontier) as tx:  # what PgStore.process does, timed in parts
-                ta = time.perf_counter()
-                tx.apply(timed[i:i + batch])
-                compute += time.perf_counter() - ta
-                frontier = tx.commit().frontier
-        dt = time.perf_counter() - t0
+        with _FoldClock() as fold:
+            t0 = time.perf_counter()
+            frontier = timed_worker(store, tok, frontier, timed, batch, ahead)
+            dt = time.perf_counter() - t0
+        compute = fold.seconds
+        assert frontier == len(records), (frontier, len(records))
         store.db.connection().execute("SELECT pg_stat_force_next_flush()")
         time.sleep(0.05)
         rows = _rows_written(admin, schema) - rows0
@@ -278,8 +321,7 @@ def _one_worker(args: tuple[str, str, int, int, int, str]) -> _Span:
         tok, frontier = preloaded(store, records, preload)
         first = CpuSample.take()
         cpu, start = time.process_time(), time.time()
-        for i in range(preload, preload + timed, PROFILED_BATCH):
-            frontier = store.process(tok, frontier, records[i:i + PROFILED_BATCH]).frontier
+        frontier = timed_worker(store, tok, frontier, records[preload:], PROFILED_BATCH, AHEAD)
         end, cpu = time.time(), time.process_time() - cpu
         return _Span(start, end, timed, cpu, first, CpuSample.take())
     finally:
@@ -377,28 +419,45 @@ def run(
     with collector.settled():  # the worker role's collector settings
         core = [core_rate(keys, records, preload) for _ in range(runs)]
     figures.append(figure("durable", "core ceiling (no database)", core, "records/s", cond))
-    variants = [(b, True) for b in sorted(plan)]
+    variants = [(b, True, AHEAD) for b in sorted(plan)]
     if cold:
-        variants += [(b, False) for b in sorted(plan) if b >= 1_000]
+        variants += [(b, False, AHEAD) for b in sorted(plan) if b >= 1_000]
+    one_by_one = [b for b in sorted(plan) if b >= 1_000]
+    variants += [(b, True, 1) for b in one_by_one]
+    rate_of: dict[tuple[int, bool, int], list[float]] = {}
     with scratch_schema(dsn, "bench") as schema, collector.settled():
-        for batch, cache in variants:
+        for batch, cache, ahead in variants:
             n = plan[batch]
             rates, rows, db_share = [], [], []
             for r in range(runs):
                 rate, per, share = one_run(
                     dsn, schema, records[: preload + n], preload, batch, keys,
-                    f"{batch}-{int(cache)}-{r}", cache,
+                    f"{batch}-{int(cache)}-{ahead}-{r}", cache, ahead,
                 )
                 rates.append(rate)
                 rows.append(per)
                 db_share.append(share)
-            name = f"worker, batch {batch:,}" + ("" if cache else ", no key cache")
+            rate_of[batch, cache, ahead] = rates
+            name = f"worker, batch {batch:,}" + ("" if cache else ", no key cache") + (
+                ", one batch per step" if ahead == 1 else ""
+            )
+            how = (
+                f"up to {ahead} batches per step, each folded while the one before commits"
+                if ahead > 1 else "one batch per step: each commit waited for before the next fold"
+            )
             figures.append(
-                figure("durable", name, rates, "records/s", f"{cond}, {n:,} timed records",
+                figure("durable", name, rates, "records/s", f"{cond}, {n:,} timed records; {how}",
                        rows_per_record=statistics.median(rows),
                        db_share=statistics.median(db_share),
                        vs_core=statistics.median(rates) / statistics.median(core))
             )
+    for batch in one_by_one:
+        ahead_rates, serial_rates = rate_of[batch, True, AHEAD], rate_of[batch, True, 1]
+        figures.append(
+            figure("durable", f"worker, batch {batch:,}, {AHEAD} ahead / one batch per step",
+                   [statistics.median(ahead_rates) / statistics.median(serial_rates)], "x",
+                   f"{cond}, {plan[batch]:,} timed records; medians of the two rows above, same run")
+        )
     return figures
 
 
@@ -424,7 +483,8 @@ def main(argv: list[str] | None = None) -> int:
         rows = f"{x['rows_per_record']:.2f}" if "rows_per_record" in x else ""
         ratio = f"{x['vs_core']:.2f}" if "vs_core" in x else ""
         share = f"{x['db_share']:.0%}" if "db_share" in x else ""
-        print(f"{f.name:38} {f.median:9,.0f} {f.low:9,.0f} {f.high:9,.0f}"
+        spec = "9,.2f" if f.unit == "x" else "9,.0f"
+        print(f"{f.name:38} {f.median:{spec}} {f.low:{spec}} {f.high:{spec}}"
               f"  {rows:>8}  {ratio:>7}  {share:>8}")
     return 0
 
