@@ -236,7 +236,12 @@ def merge_report(
             placed = True
     if not placed:
         merged += figures
-    updates = [u for u in doc.get("updates", []) if not set(u["groups"]) <= set(groups)]
+    # An earlier partial run keeps only the groups this one does not measure again.
+    updates = [
+        {**u, "groups": kept}
+        for u in doc.get("updates", [])
+        if (kept := [g for g in u["groups"] if g not in groups])
+    ]
     now = machine()
     updates.append(
         {

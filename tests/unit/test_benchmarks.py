@@ -78,6 +78,15 @@ def test_a_partial_run_replaces_only_its_own_groups_and_keeps_every_other_figure
     # a second partial run of the same groups replaces the first one's note
     _, _, again, _ = merge_report(js, new, "2026-03-03 00:00 UTC", "amends bench --only end-to-end")
     assert [u["started"] for u in again] == ["2026-03-03 00:00 UTC"]
+    # a later run of some of an earlier partial run's groups takes just those from its note
+    two = [*new, figure("sim", "b", [4.0], "x", "c")]
+    both, _, ups, _ = merge_report(js, two, "2026-04-04 00:00 UTC", "amends bench --only end-to-end --only sim")
+    write_report(both, md, js, started, ups, machine)
+    _, _, last, _ = merge_report(js, new, "2026-05-05 00:00 UTC", "amends bench --only end-to-end")
+    assert [(u["started"], u["groups"]) for u in last] == [
+        ("2026-04-04 00:00 UTC", ["sim"]),
+        ("2026-05-05 00:00 UTC", ["end to end"]),
+    ]
 
 
 def test_end_to_end_rows_put_the_real_broker_beside_the_mock_with_per_run_ratios() -> None:
