@@ -140,6 +140,14 @@ def test_a_commit_that_fails_writes_nothing_of_either_batch(pg_dsn, pg_schema, o
         tx = store.begin(tok, 20, after=first)
         tx.apply(recs[20:])
         assert not first.done()
+        for _ in range(200):  # cancel the statement only once it waits for the lock
+            waiting = admin.execute(
+                "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (pid,)
+            ).fetchone()
+            if waiting == ("Lock",):
+                break
+            threading.Event().wait(0.05)
+        assert waiting == ("Lock",)
         admin.execute("SELECT pg_cancel_backend(%s)", (pid,))
         with pytest.raises(PredecessorFailed):
             tx.commit()
