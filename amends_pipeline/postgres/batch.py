@@ -616,87 +616,77 @@ class ProcessingTx:
         outbox = [(ns_id, p, r.sequence, r.envelope.to_bytes()) for r in self._outbox]
         sent = self._obs_stream.sent if self._obs_stream is not None else 0
         unsent = self._obs[sent:]  # the rest are in the table already
-        rs = self._rejections
-        quarantine = (
-            (
-                ns_id,
-                p,
-                [x.record.coords.offset for x in rs],
-                [x.record.coords.source for x in rs],
-                [x.record.value for x in rs],
-                [x.record.key for x in rs],
-                [x.reason.value for x in rs],
-                [x.detail for x in rs],
-            )
-            if rs
-            else None
-        )
-        advance = (
-            self.next, self.sequence, self._records, len(rs), len(self._outbox), ns_id, p,
-        )
-        measure = (
-            ns_id, p, self._batch, self._first, self.next, self._records, len(rs),
-            len(self._outbox), self._compute_ns // 1000,
-        )
-        appends = [(OBSERVATIONS, unsent), (OUTBOX, outbox), (KEY_DAYS, new_days), (OUTPUTS, new_out)]
-        changed = (deleted, day_rows, out_rows)
-        # Large sets leave here as finished COPY data: encoding is the CPU part of a COPY,
-        # and it must not wait for (or compete with) a commit in flight.
+        # Large sets: binary COPY (into staging tables for upserts), encoded here: encoding
+        # is the CPU part of a COPY, and must not wait for (or compete with) a commit in
+        # flight. Small sets: one pipelined statement with array parameters and no staging
+        # table at all, because emptying a temporary table at commit costs more than tiny
+        # batches.
         conn = self._conn
         assert conn is not None
         cur = conn.cursor()
-        encoded = [
-            (sink, sink.encode_rows(cur, rows))
-            for sink, rows in [*appends, *zip((u[0] for u in UPSERTS), changed, strict=True)]
-            if len(rows) >= COPY_MIN_ROWS
+        copies: list[tuple[Sink, bytes]] = []
+        statements: list[tuple[Any, Any]] = []
+        for sink, rows in [
+            (OBSERVATIONS, unsent), (OUTBOX, outbox), (KEY_DAYS, new_days), (OUTPUTS, new_out)
+        ]:
+            if len(rows) >= COPY_MIN_ROWS:
+                copies.append((sink, sink.encode_rows(cur, rows)))
+            elif rows:
+                statements.append((sink.insert_statement(), _columns(rows, len(sink.types))))
+        staging = False
+        changed = (deleted, day_rows, out_rows)
+        for (sink, staged_stmt, unnest_stmt), rows in zip(UPSERTS, changed, strict=True):
+            if len(rows) >= COPY_MIN_ROWS:
+                copies.append((sink, sink.encode_rows(cur, rows)))
+                statements.append((staged_stmt, None))
+                staging = True
+            elif rows:
+                statements.append((unnest_stmt, _columns(rows, len(sink.types))))
+        rs = self._rejections
+        if rs:
+            statements.append((
+                INSERT_QUARANTINE,
+                (
+                    ns_id,
+                    p,
+                    [x.record.coords.offset for x in rs],
+                    [x.record.coords.source for x in rs],
+                    [x.record.value for x in rs],
+                    [x.record.key for x in rs],
+                    [x.reason.value for x in rs],
+                    [x.detail for x in rs],
+                ),
+            ))
+        statements += [
+            (ADVANCE, (self.next, self.sequence, self._records, len(rs), len(self._outbox), ns_id, p)),
+            (
+                MEASURE,
+                (
+                    ns_id, p, self._batch, self._first, self.next, self._records, len(rs),
+                    len(self._outbox), self._compute_ns // 1000,
+                ),
+            ),
+            (PRUNE_MEASUREMENTS, (ns_id, p, self._batch - MEASUREMENTS_KEPT)),
         ]
-        return _Writes(
-            encoded=encoded,
-            appends=appends,
-            upserts=[
-                (sink, rows, staged_stmt, unnest_stmt)
-                for (sink, staged_stmt, unnest_stmt), rows in zip(UPSERTS, changed, strict=True)
-            ],
-            quarantine=quarantine,
-            advance=advance,
-            measure=measure,
-            prune=(ns_id, p, self._batch - MEASUREMENTS_KEPT),
-            notify=self._notify if self._outbox else None,
-        )
+        if self._notify is not None and self._outbox:
+            statements.append(("SELECT pg_notify(%s, '')", (self._notify,)))
+        return _Writes(copies, staging, statements)
 
     def _send(self, conn: psycopg.Connection[Any], w: _Writes) -> None:
-        """Write the sealed rows, set-based: COPY for large sets, arrays for tiny ones.
+        """Send a sealed batch: its COPYs, then its statements in one pipeline.
 
         Uses nothing of the transaction but ``w`` and the session (it may run on the
         database's background thread), and notes only whether it created staging tables.
         """
-        appends, upserts = w.appends, w.upserts
-        # Large sets: binary COPY (into staging tables for upserts). Small sets: one
-        # pipelined statement with array parameters and no staging table at all,
-        # because emptying a temporary table at commit costs more than tiny batches.
-        staged = [rows for _, rows, _, _ in upserts if len(rows) >= COPY_MIN_ROWS]
-        if staged and conn is not self.ctx.state.staged:
+        if w.staging and conn is not self.ctx.state.staged:
             conn.execute(CREATE_STAGING)  # remembered only once this transaction commits
             self._staging_created = True
         cur = conn.cursor()
-        for sink, data in w.encoded:
+        for sink, data in w.copies:
             sink.copy_encoded(cur, data)
         with conn.pipeline():
-            for sink, rows in appends:
-                if 0 < len(rows) < COPY_MIN_ROWS:
-                    conn.execute(sink.insert_statement(), _columns(rows, len(sink.types)))
-            for sink, rows, staged_stmt, unnest_stmt in upserts:
-                if len(rows) >= COPY_MIN_ROWS:
-                    conn.execute(staged_stmt)
-                elif rows:
-                    conn.execute(unnest_stmt, _columns(rows, len(sink.types)))
-            if w.quarantine is not None:
-                conn.execute(INSERT_QUARANTINE, w.quarantine)
-            conn.execute(ADVANCE, w.advance)
-            conn.execute(MEASURE, w.measure)
-            conn.execute(PRUNE_MEASUREMENTS, w.prune)
-            if w.notify is not None:
-                conn.execute("SELECT pg_notify(%s, '')", (w.notify,))
+            for stmt, params in w.statements:
+                conn.execute(stmt, params)
 
     def commit(self) -> BatchResult:
         """Write everything, advance the frontier and COMMIT; returns what was installed."""
@@ -771,17 +761,14 @@ class ProcessingTx:
 
 @dataclass(slots=True)
 class _Writes:
-    """A sealed batch: every row and parameter its commit sends, nothing that can still change."""
+    """A sealed batch: everything its commit sends, nothing that can still change."""
 
-    encoded: list[tuple[Sink, bytes]]
-    """The binary COPY data of every set large enough for COPY, in the order they are sent."""
-    appends: list[tuple[Sink, list[tuple[Any, ...]]]]
-    upserts: list[tuple[Sink, list[tuple[Any, ...]], Any, Any]]
-    quarantine: tuple[Any, ...] | None
-    advance: tuple[Any, ...]
-    measure: tuple[Any, ...]
-    prune: tuple[int, int, int]
-    notify: str | None
+    copies: list[tuple[Sink, bytes]]
+    """Binary COPY data of every set large enough for COPY, in the order they are sent."""
+    staging: bool
+    """Some of the copies go into the session's staging tables."""
+    statements: list[tuple[Any, Any]]
+    """(statement, parameters) pipelined after the copies, in order."""
 
 
 class PendingCommit:
