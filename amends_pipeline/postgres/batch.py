@@ -302,16 +302,19 @@ class ProcessingTx:
             self._batch = prev._batch + 1
             self._cache = prev._cache
         else:
-            if after is not None and not after.committed():
-                self._abort()
-                raise PredecessorFailed(self._predecessor_failed())
+            if after is not None:
+                self._wait_for(after)
             self._connect()
 
-    def _predecessor_failed(self) -> str:
-        return (
-            f"partition {self.partition}: the batch before this one did not commit,"
-            " so nothing of this batch was written"
-        )
+    def _wait_for(self, after: PendingCommit) -> None:
+        """Wait for the previous batch's commit; if it did not commit, neither does this batch."""
+        if not after.committed():
+            self._abort()
+            msg = (
+                f"partition {self.partition}: the batch before this one did not commit,"
+                " so nothing of this batch was written"
+            )
+            raise PredecessorFailed(msg)
 
     def _connect(self) -> psycopg.Connection[Any]:
         """BEGIN, lock the partition row and pass the fence: the transaction's own session."""
@@ -343,9 +346,7 @@ class ProcessingTx:
             return conn
         after = self._after
         assert after is not None
-        if not after.committed():
-            self._abort()
-            raise PredecessorFailed(self._predecessor_failed())
+        self._wait_for(after)
         return self._connect()
 
     def _session_if_ready(self) -> _RowStream | None:

@@ -34,10 +34,10 @@ import functools
 import hashlib
 import itertools
 import secrets
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 
@@ -98,6 +98,7 @@ from amends_pipeline.postgres.wake import outbox_channel
 _RESERVED = RejectReason.RESERVED_HEADER.value
 """Quarantine rows of this reason came from messages carrying the reserved marker header."""
 
+R = TypeVar("R")
 
 
 @dataclass(frozen=True, slots=True)
@@ -437,16 +438,7 @@ class PgStore:
         StoreUnavailable (nothing committed) or CommitUnknown (resolve with
         ``resolve_unknown``).
         """
-        try:
-            with self.begin(token, expected_next) as tx:
-                tx.apply(records)
-                if until is not None:
-                    tx.advance_to(until)
-                tx.notify(self.outbox_channel)  # wakes an idle relay once this commits
-                return tx.commit()
-        except BatchAborted as e:
-            self._note_stop(e)
-            raise
+        return self._batch(token, expected_next, records, until, None, ProcessingTx.commit)
 
     def process_ahead(
         self,
@@ -467,13 +459,25 @@ class PgStore:
         itself (BatchAborted, fences, SourceMismatch) are raised here, as by ``process``.
         Nothing else reaches the database until the commit in flight has finished.
         """
+        return self._batch(token, expected_next, records, until, after, ProcessingTx.commit_ahead)
+
+    def _batch(
+        self,
+        token: Token,
+        expected_next: int,
+        records: Iterable[Record],
+        until: int | None,
+        after: PendingCommit | None,
+        finish: Callable[[ProcessingTx], R],
+    ) -> R:
+        """One batch folded in a fenced transaction, then ``finish``ed (committed now or ahead)."""
         try:
             with self.begin(token, expected_next, after) as tx:
                 tx.apply(records)
                 if until is not None:
                     tx.advance_to(until)
-                tx.notify(self.outbox_channel)
-                return tx.commit_ahead()
+                tx.notify(self.outbox_channel)  # wakes an idle relay once this commits
+                return finish(tx)
         except BatchAborted as e:
             self._note_stop(e)
             raise
