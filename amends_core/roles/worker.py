@@ -282,9 +282,7 @@ class Worker:
                     # as ``commit``: the records before the failing one commit, then stop
                     before = [r for r in batch.records if r.coords.offset < e.offset]
                     if before:
-                        results.append(store.process(batch.token, batch.frontier, before))
-                    batches.append(batch)
-                    clean = False
+                        store.process(batch.token, batch.frontier, before)
                     raise
                 settle()  # already finished: this batch could only lock after it committed
                 batches.append(batch)
