@@ -17,9 +17,10 @@ moves to the position the scan reached, not to the last delivered offset + 1,
 because offsets that deliver nothing may end the range. A range that delivers
 no record at all still moves the frontier, in a fenced commit of its own.
 
-``step`` is ``commit(prepare())``. The two halves are public so that the
+``step`` is ``run(prepare())``. The two halves are public so that the
 simulator can hold a prepared batch while another claim lands (a replaced
-owner's batch must then fail its fence).
+owner's batch must then fail its fence); ``run`` is ``commit`` when only one
+batch runs.
 
 With ``ahead`` above 1 (and a store that supports it, ``AheadStore``) a step
 that finds more in the source than one batch runs up to ``ahead`` batches back
@@ -233,10 +234,16 @@ class Worker:
         prepared = self.prepare(max_records)
         if isinstance(prepared, StepResult):
             return prepared
-        if self.ahead == 1 or prepared.position >= prepared.high:
-            return self.commit(prepared)
+        return self.run(prepared, max_records)
+
+    def run(self, batch: Batch, max_records: int | None = None) -> StepResult:
+        """The second half of ``step``: commit a prepared batch and, with ``ahead`` above 1
+        and more in the source, the batches after it (at most ``max_records`` records in all,
+        default ``ahead`` batch sizes), each folded while the one before commits."""
+        if self.ahead == 1 or batch.position >= batch.high:
+            return self.commit(batch)
         cap = max_records if max_records is not None else self.ahead * self.batch_size
-        return self._run_ahead(prepared, cap)
+        return self._run_ahead(batch, cap)
 
     def _run_ahead(self, first: Batch, cap: int) -> StepResult:
         """Batches from ``first`` on, each folded while the one before commits; every one is
