@@ -318,10 +318,15 @@ def generate(
     max_steps: int = 80,
     cfg: Config = SIM_CONFIG,
     toolchain: str = "unknown",
+    ahead: int = 1,
 ) -> Trace:
-    """The trace of one seed: a history and a fault schedule, nothing else random."""
+    """The trace of one seed: a history and a fault schedule, nothing else random.
+
+    ``ahead`` (batches per worker step) is recorded in the trace; it draws nothing, so a seed
+    gives the same history and schedule whatever it is.
+    """
     rnd = random.Random(seed)
     n_records = rnd.randint(2, max_records)
     records = HistoryGenerator(rnd, cfg).history(n_records)
     steps = schedule(rnd, cfg, rnd.randint(max_steps // 2, max_steps))
-    return Trace(cfg, tuple(records), tuple(steps), seed=seed, toolchain=toolchain)
+    return Trace(cfg, tuple(records), tuple(steps), seed=seed, toolchain=toolchain, ahead=ahead)

@@ -9,8 +9,14 @@ The simulator's faults are injected at the port boundary, by the adapters in
 publication) it makes lands and whether its reply arrives. ``step`` advances
 exactly one explicitly chosen actor; nothing happens on its own and nothing
 is random here (randomness lives in the generator, which only ever produces
-explicit steps). Every step reads at most one record: the roles run with a
-batch size of 1, so schedules interleave at the finest grain.
+explicit steps). The roles run with a batch size of 1, so schedules
+interleave at the finest grain: a step reads one record, except a worker step
+of a model built with ``ahead`` above 1 (the production worker's folding of a
+batch while the one before commits, ``Worker(ahead=N)``), which runs up to
+that many one-record batches back to back. Its armed outcome then falls on
+one of those commits, the first at an even event index and the second at an
+odd one (with ``ahead=2``), so schedules reach a lost or refused reply
+both before and after a commit that landed within the same step.
 
 Each step names an outcome. ``commit`` and ``unknown-committed`` install the
 effect (or let the publication land); ``abort`` and ``unknown-aborted`` do not.
@@ -35,7 +41,8 @@ committing (the stale-owner order where the old batch must fail its fence), and
 delivery, which the view's retained versions must defeat).
 
 Subclasses in ``amends_core.sim.variants`` override the hook methods
-(``new_store``, ``new_view``, ``new_worker``, ``new_relay``, ``oracle``) to
+(``new_store``, ``new_view``, ``new_processing``, ``new_worker``, ``new_relay``,
+``oracle``) to
 build deliberately broken variants, each a subclass of the production store,
 view or role logic; no core module is edited for that.
 """
@@ -194,15 +201,26 @@ def _batch_where(batch: Batch) -> str:
     return f"offset {first} epoch {batch.token.epoch}"
 
 
+def _step_where(batch: Batch, port: FaultyProcessing) -> str:
+    """Where a worker step started, and how many batch commits it attempted when more than one."""
+    where = _batch_where(batch)
+    return f"{where}, {port.batches} batches" if port.batches > 1 else where
+
+
 class _Armed:
     """Arms a port with a step's outcome for the duration of that step."""
 
-    def __init__(self, port: Injected, outcome: Outcome) -> None:
+    def __init__(self, port: Injected, outcome: Outcome, fault_at: int | None = None) -> None:
         self.port = port
         self.outcome = outcome
+        self.fault_at = fault_at
 
     def __enter__(self) -> Injected:
-        self.port.arm(self.outcome)
+        if self.fault_at is None:
+            self.port.arm(self.outcome)
+        else:
+            assert isinstance(self.port, FaultyProcessing)
+            self.port.arm(self.outcome, self.fault_at)
         return self.port
 
     def __exit__(self, *exc: object) -> None:
@@ -225,8 +243,15 @@ class _Cursors:
 class Model:
     """Serial model of source, worker, store, relay, output log and view."""
 
-    def __init__(self, cfg: Config, records: Iterable[Record] = (), *, safety: bool = True):
+    def __init__(
+        self, cfg: Config, records: Iterable[Record] = (), *, safety: bool = True, ahead: int = 1
+    ):
+        if ahead < 1:
+            msg = f"ahead must be at least 1, not {ahead}"
+            raise ValueError(msg)
         self.cfg = cfg
+        self.ahead = ahead
+        """Batches a worker step may run (``Worker(ahead=...)``); 1: one per step."""
         self.source: dict[int, list[Record]] = sorted_source(cfg, records)
         self._offsets = {p: [r.coords.offset for r in rs] for p, rs in self.source.items()}
         self.store = self.new_store(cfg)
@@ -247,7 +272,7 @@ class Model:
         self._classified: Classified | None = None
         self._classify_tried: tuple[tuple[Record, ...], ...] | None = None
         """The source last handed to ``classify_many``."""
-        self.processing = FaultyProcessing(self.store, self.installs, self.acks)
+        self.processing = self.new_processing()
         self.log = FaultyLog(self.output)
         self.view_store = FaultyView(self.view)
         parts = range(cfg.partitions)
@@ -272,10 +297,14 @@ class Model:
     def new_view(self, cfg: Config) -> ViewState:
         return ViewState(cfg)
 
+    def new_processing(self) -> FaultyProcessing:
+        """The processing store and outbox port over ``self.store``, with faults."""
+        return FaultyProcessing(self.store, self.installs, self.acks)
+
     def new_worker(self, partition: int) -> Worker:
         """The production worker step over the fault-injecting adapters, one record per batch."""
         source = SimSource(self.source[partition], self._offsets[partition])
-        return Worker(self.processing, source, partition, batch_size=1)
+        return Worker(self.processing, source, partition, batch_size=1, ahead=self.ahead)
 
     def new_relay(self, partition: int) -> Relay:
         """The production relay step, one outbox row per publication."""
@@ -419,8 +448,8 @@ class Model:
         """The token the worker holds (None after a claim it could not settle)."""
         return self.workers[partition].token
 
-    def _armed(self, port: Injected, outcome: Outcome) -> _Armed:
-        return _Armed(port, outcome)
+    def _armed(self, port: Injected, outcome: Outcome, fault_at: int | None = None) -> _Armed:
+        return _Armed(port, outcome, fault_at)
 
     def _prepare(self, partition: int) -> tuple[Observation, bool, str]:
         if partition in self.held:
@@ -450,24 +479,26 @@ class Model:
             if not isinstance(got, Batch):
                 return got
             batch = got
-        where = _batch_where(batch)
         port = self.processing
-        with self._armed(port, step.outcome):
+        # which of the step's batch commits has the armed fate (None: every one, as with one batch)
+        fault_at = None if self.ahead == 1 else len(self.events) % self.ahead
+        with self._armed(port, step.outcome, fault_at):
             try:
-                self.workers[p].commit(batch)
-            except Aborted:
-                return (Observation.ABORTED, False, where)
+                self.workers[p].run(batch)
+            except Aborted:  # a batch of the step before the aborted one may have committed
+                return (Observation.ABORTED, port.installed, _step_where(batch, port))
             except BatchAborted as e:
                 cause = e.__cause__
                 if isinstance(cause, CloseOutOfRange):
-                    return (Observation.ARITHMETIC, False, f"offset {e.offset}: {cause}")
-                return (Observation.REFUSED, False, f"{where}: {e}")
+                    return (Observation.ARITHMETIC, port.installed, f"offset {e.offset}: {cause}")
+                return (Observation.REFUSED, port.installed, f"{_step_where(batch, port)}: {e}")
             except OperationError as e:
                 # A fence refusal is the rule working only for a batch read before a
                 # replacement claim landed; anything else means the worker used a
                 # token or frontier that was not installed.
                 obs = Observation.FENCED if held and isinstance(e, FenceError) else Observation.REFUSED
-                return (obs, port.installed, f"{where}: {e}")
+                return (obs, port.installed, f"{_step_where(batch, port)}: {e}")
+        where = _step_where(batch, port)
         if port.lost:
             tail = f": {port.detail}" if port.detail else ""
             return (Observation.UNKNOWN, port.installed, where + tail)
@@ -669,7 +700,7 @@ def rebuild(model: Model, namespace: str) -> Model:
     The original model is untouched; the new one has its own store, outbox,
     output logs and view, and every output ID carries the new namespace.
     """
-    fresh = type(model)(model.cfg.with_namespace(namespace), model.records())
+    fresh = type(model)(model.cfg.with_namespace(namespace), model.records(), ahead=model.ahead)
     fresh.drain()
     return fresh
 

@@ -111,7 +111,7 @@ def run_trace(
     ``classified`` may carry the trace's source classified in a batch
     (``classify_batch``).
     """
-    model = model_class(trace.cfg, trace.records)
+    model = model_class(trace.cfg, trace.records, ahead=trace.ahead)
     if empty is not None:
         model.preset_empty_oracle(empty)
     model.preset_classified(classified)
@@ -161,13 +161,15 @@ def soak(
     max_steps: int = 80,
     model_class: type[Model] = Model,
     toolchain: str = "unknown",
+    ahead: int = 1,
 ) -> Iterator[RunResult]:
-    """Generate and run ``runs`` consecutive seeds starting at ``first_seed``."""
+    """Generate and run ``runs`` consecutive seeds starting at ``first_seed`` (worker steps
+    running up to ``ahead`` batches)."""
     empty: OracleResult | None = None
     end = first_seed + runs
     for start in range(first_seed, end, SOAK_BATCH):
         traces = [
-            generate(seed, max_records=max_records, max_steps=max_steps, toolchain=toolchain)
+            generate(seed, max_records=max_records, max_steps=max_steps, toolchain=toolchain, ahead=ahead)
             for seed in range(start, min(start + SOAK_BATCH, end))
         ]
         for t, classified in zip(traces, classify_batch(traces), strict=True):
@@ -249,11 +251,13 @@ def soak_chunk(
     max_records: int = 8,
     max_steps: int = 80,
     model_class: type[Model] = Model,
+    ahead: int = 1,
 ) -> SoakSummary:
     """Summary of ``runs`` seeds (a picklable unit of work for process pools)."""
     summary = SoakSummary()
     for r in soak(
-        first_seed, runs, max_records=max_records, max_steps=max_steps, model_class=model_class
+        first_seed, runs, max_records=max_records, max_steps=max_steps, model_class=model_class,
+        ahead=ahead,
     ):
         summary.add(r)
     return summary

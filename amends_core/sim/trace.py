@@ -19,7 +19,12 @@ Document shape (trace_version 1)::
    "steps": [{"actor": "worker", "partition": 0, "outcome": "commit"},
              {"actor": "redeliver", "partition": 1, "outcome": "commit",
               "offset": 3}, ...],
-   "failure": null | {"kind": "safety", "check": "ack-order"}}
+   "failure": null | {"kind": "safety", "check": "ack-order"},
+   "worker_ahead": 2}
+
+``worker_ahead`` (optional, an integer from 1 to ``MAX_AHEAD``; absent means
+1) is the batches a worker step may run, each folded while the one before
+commits (``Model(ahead=...)``); a trace written with it reruns only with it.
 
 Loading refuses: bytes that are not exactly one UTF-8 JSON object (trailing
 content included), duplicate or unknown members at any level, a missing or
@@ -47,6 +52,8 @@ FORMAT = "amends-sim-trace"
 TRACE_VERSION = 1
 IMPLEMENTATION_ID = "amends-py-sim/1"
 """Changes whenever the meaning of a step or of the recovery suffix changes."""
+MAX_AHEAD = 16
+"""The most batches per worker step a trace may ask for."""
 
 
 class TraceError(ValueError):
@@ -63,6 +70,8 @@ class Trace:
     implementation: str = IMPLEMENTATION_ID
     failure: tuple[str, str] | None = None
     """(kind, check) of the failure seen when the trace was written; information only."""
+    ahead: int = 1
+    """Batches a worker step may run (``Model(ahead=...)``)."""
 
     def with_parts(
         self,
@@ -78,6 +87,7 @@ class Trace:
             self.toolchain,
             self.implementation,
             failure,
+            self.ahead,
         )
 
 
@@ -119,6 +129,7 @@ def to_json(t: Trace) -> dict[str, Any]:
         ],
         "steps": [_step_json(s) for s in t.steps],
         "failure": None if t.failure is None else {"kind": t.failure[0], "check": t.failure[1]},
+        **({"worker_ahead": t.ahead} if t.ahead != 1 else {}),
     }
 
 
@@ -226,7 +237,7 @@ def loads(data: bytes, *, implementation: str = IMPLEMENTATION_ID) -> Trace:
     except RecursionError:
         msg = "trace nests too deep"
         raise TraceError(msg) from None
-    top = _members(obj, "trace", _TOP)
+    top = _members(obj, "trace", _TOP, ("worker_ahead",))
     if top["format"] != FORMAT:
         msg = f"format {top['format']!r} is not {FORMAT!r}"
         raise TraceError(msg)
@@ -264,7 +275,11 @@ def loads(data: bytes, *, implementation: str = IMPLEMENTATION_ID) -> Trace:
     if failure is not None:
         f = _members(failure, "trace.failure", ("kind", "check"))
         fail_sig = (_str(f, "kind", "failure"), _str(f, "check", "failure"))
-    return Trace(cfg, records, steps, seed, toolchain, impl, fail_sig)
+    ahead = _int(top, "worker_ahead", "trace", minimum=1) if "worker_ahead" in top else 1
+    if ahead > MAX_AHEAD:
+        msg = f"trace.worker_ahead must be at most {MAX_AHEAD}"
+        raise TraceError(msg)
+    return Trace(cfg, records, steps, seed, toolchain, impl, fail_sig, ahead)
 
 
 def _records(raw: Any, cfg: Config) -> tuple[Record, ...]:

@@ -1,8 +1,9 @@
 """Deliberately broken variants, used only by sensitivity tests.
 
 Each variant is a ``Model`` subclass that swaps one component for a subclass
-of the production one: the memory store or view state, or the production
-worker or relay step of ``amends_core.roles`` with one rule overridden. So
+of the production one: the memory store, its processing port or the view
+state, or the production worker or relay step of ``amends_core.roles`` with
+one rule overridden. So
 each variant breaks a code path production runs, and no core module is
 edited for it. A variant that no scenario or seed catches is a gap in the
 checks. Nothing in the library or the command line switches these on.
@@ -15,12 +16,14 @@ from dataclasses import replace
 from typing import Any
 
 from amends_core import fold, process
+from amends_core.adapters import Decided
 from amends_core.errors import CommitUnknown
 from amends_core.ledger import Config, Envelope, OutputID, Record, Transaction
 from amends_core.oracle import OracleResult
 from amends_core.ports import Delivery, OutboxRow, Token
 from amends_core.roles.relay import Relay
 from amends_core.roles.worker import Batch, Worker
+from amends_core.sim.faults import FaultyProcessing
 from amends_core.sim.model import Model
 from amends_core.store.memory import Decision, MemoryStore, PartitionState
 from amends_core.view import Effect, ViewDecision, ViewState
@@ -151,6 +154,20 @@ class _NewestFirstRelay(Relay):
         return rows[-1:]
 
 
+class _IgnoresFailedPredecessor(FaultyProcessing):
+    """Folds and commits a batch run ahead even when the batch before it did not commit."""
+
+    def process_ahead(
+        self,
+        token: Token,
+        expected_next: int,
+        records: Sequence[Record],
+        until: int | None = None,
+        after: Any = None,
+    ) -> Decided:
+        return super().process_ahead(token, expected_next, records, until)
+
+
 class _AssumesAbortedWorker(Worker):
     """After a lost commit reply, keeps its local frontier where the batch started."""
 
@@ -192,7 +209,7 @@ class WorkerAssumesAborted(Model):
 
     def new_worker(self, partition: int) -> Worker:
         w = super().new_worker(partition)
-        return _AssumesAbortedWorker(w.store, w.source, partition, batch_size=1)
+        return _AssumesAbortedWorker(w.store, w.source, partition, batch_size=1, ahead=self.ahead)
 
 
 class ClaimKeepsToken(Model):
@@ -200,7 +217,15 @@ class ClaimKeepsToken(Model):
 
     def new_worker(self, partition: int) -> Worker:
         w = super().new_worker(partition)
-        return _KeepsTokenWorker(w.store, w.source, partition, batch_size=1)
+        return _KeepsTokenWorker(w.store, w.source, partition, batch_size=1, ahead=self.ahead)
+
+
+class AheadIgnoresFailedPredecessor(Model):
+    """A batch folded while the one before it commits is committed even when that commit failed
+    or its reply was lost (only with worker steps of more than one batch: ``VARIANT_AHEAD``)."""
+
+    def new_processing(self) -> FaultyProcessing:
+        return _IgnoresFailedPredecessor(self.store, self.installs, self.acks)
 
 
 class LatestDeliveryOracle(Model):
@@ -232,4 +257,8 @@ VARIANTS: dict[str, type[Model]] = {
     "worker-assumes-aborted": WorkerAssumesAborted,
     "claim-keeps-token": ClaimKeepsToken,
     "latest-delivery-oracle": LatestDeliveryOracle,
+    "ahead-ignores-failed-predecessor": AheadIgnoresFailedPredecessor,
 }
+
+VARIANT_AHEAD: dict[str, int] = {"ahead-ignores-failed-predecessor": 2}
+"""Batches per worker step a variant needs to show its defect (others: 1)."""

@@ -51,6 +51,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--max-records", type=int, default=8, metavar="R", help="source records per seed")
     p.add_argument("--max-steps", type=int, default=80, metavar="S", help="explicit steps per seed")
     p.add_argument(
+        "--ahead", type=int, default=1, metavar="A",
+        help="soak: batches a worker step may run, each folded while the one before commits"
+        " (the worker role runs 4; default 1). A trace records it, so --replay and --shrink"
+        " need no option",
+    )
+    p.add_argument(
         "--out", metavar="PATH",
         help="soak: directory for failing traces (default sim-failures);"
         " shrink: output file (default TRACE with .min.json)",
@@ -126,6 +132,9 @@ def _soak(args: argparse.Namespace) -> int:
     if args.runs < 1 or args.jobs < 1 or args.max_records < 1 or args.max_steps < 0:
         msg = "--runs, --jobs and --max-records must be positive, --max-steps not negative"
         raise UsageError(msg)
+    if not 1 <= args.ahead <= trace_mod.MAX_AHEAD:
+        msg = f"--ahead must be from 1 to {trace_mod.MAX_AHEAD}"
+        raise UsageError(msg)
     if args.seed < 0:
         msg = "--seed must not be negative"
         raise UsageError(msg)
@@ -135,14 +144,14 @@ def _soak(args: argparse.Namespace) -> int:
     try:
         if args.jobs == 1:
             for start, n in _chunks(args.seed, args.runs):
-                part = soak_chunk(start, n, args.max_records, args.max_steps)
+                part = soak_chunk(start, n, args.max_records, args.max_steps, ahead=args.ahead)
                 total.merge(part)
                 progress.update(part.runs, len(total.failures))
         else:
             ctx = get_context("spawn")
             with ProcessPoolExecutor(max_workers=args.jobs, mp_context=ctx) as pool:
                 futures = [
-                    pool.submit(soak_chunk, start, n, args.max_records, args.max_steps)
+                    pool.submit(soak_chunk, start, n, args.max_records, args.max_steps, ahead=args.ahead)
                     for start, n in _chunks(args.seed, args.runs)
                 ]
                 for f in as_completed(futures):
@@ -160,7 +169,8 @@ def _soak(args: argparse.Namespace) -> int:
     for seed, text in total.failures[: args.keep]:
         print(f"\nseed {seed} failed: {text}")
         t = generate(
-            seed, max_records=args.max_records, max_steps=args.max_steps, toolchain=TOOLCHAIN
+            seed, max_records=args.max_records, max_steps=args.max_steps, toolchain=TOOLCHAIN,
+            ahead=args.ahead,
         )
         first = run_trace(t).failure
         full = t.with_parts(failure=None if first is None else first.signature)
@@ -179,8 +189,9 @@ def _soak(args: argparse.Namespace) -> int:
 
 def _print_summary(args: argparse.Namespace, total: SoakSummary, elapsed: float) -> None:
     last = args.seed + args.runs - 1
+    ahead = f", worker steps of up to {args.ahead} batches" if args.ahead != 1 else ""
     print(
-        f"amends sim: seeds {args.seed}..{last}, {total.runs} schedules, {total.steps} steps,"
+        f"amends sim: seeds {args.seed}..{last}{ahead}, {total.runs} schedules, {total.steps} steps,"
         f" {elapsed:.1f}s ({total.runs / max(elapsed, 1e-9) * 60:.0f} schedules/min,"
         f" {args.jobs} process{'es' if args.jobs != 1 else ''})"
     )
@@ -196,8 +207,9 @@ def _print_summary(args: argparse.Namespace, total: SoakSummary, elapsed: float)
 
 def _describe(r: RunResult, verbose: bool) -> None:
     t = r.trace
+    ahead = f" worker steps of up to {t.ahead} batches," if t.ahead != 1 else ""
     print(
-        f"trace: implementation {t.implementation}, toolchain {t.toolchain!r}, seed {t.seed},"
+        f"trace: implementation {t.implementation}, toolchain {t.toolchain!r}, seed {t.seed},{ahead}"
         f" {len(t.records)} records, {len(t.steps)} explicit steps,"
         f" {len(r.model.events)} steps with the recovery suffix"
     )

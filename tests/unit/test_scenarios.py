@@ -1,4 +1,4 @@
-"""The scenario catalogue SC01..SC35: one named rule per test, run in the simulation model.
+"""The scenario catalogue SC01..SC37: one named rule per test, run in the simulation model.
 
 Every scenario drives ``amends_core.sim.Model`` with explicit steps and ends,
 where it can, at a complete boundary checked against the independent oracle.
@@ -627,6 +627,47 @@ def test_sc35_a_view_protocol_violation_is_an_error_not_a_comparison(
     assert ev.observed is Observation.STOPPED and 0 in m.view.stopped
     rep = m.check()
     assert rep.status is VerifyStatus.ERROR and "protocol" in (rep.error or "")
+
+
+# ---------------------------------------------------------------- worker steps of more than one batch
+
+THREE = [*TWO, txn("T3", 1, "NEW", -10, valid=day(3))]
+
+
+def test_sc36_a_step_that_ran_ahead_settles_a_lost_reply_of_its_later_batch_and_moves_on(
+    impl: type[Model] = Model,
+) -> None:
+    """ahead=2, the armed fate on the step's second commit (odd event index): the first
+    batch commits, the second's reply is lost before it landed; the worker rereads the frontier
+    and the next step starts at that batch's record."""
+    m = impl(CFG, src(*THREE), ahead=2)
+    _, lost = steps(m, TICK, W(0, UA))
+    assert lost.observed is Observation.UNKNOWN and lost.installed
+    assert lost.detail.startswith("offset 0 ") and ", 2 batches" in lost.detail
+    assert m.store.frontier(0) == 1
+    _, nxt = steps(m, TICK, W())
+    assert nxt.observed is Observation.DONE and nxt.detail.startswith("offset 1 ")
+    assert ", 2 batches" in nxt.detail and m.store.frontier(0) == 3
+    assert not [e for e in m.events if e.observed is Observation.REFUSED]
+    finish(m, VerifyStatus.PASS)
+
+
+def test_sc37_a_batch_folded_ahead_of_a_lost_commit_is_dropped_and_read_again(
+    impl: type[Model] = Model,
+) -> None:
+    """ahead=2, the armed fate on the step's first commit (even event index): its reply is
+    lost and it did not land, so the batch folded after it must not commit on top of it; the
+    step ends settled at the installed frontier and the next one reads both records again."""
+    m = impl(CFG, src(*THREE), ahead=2)
+    lost = m.step(W(0, UA))
+    assert lost.observed is Observation.UNKNOWN and not lost.installed
+    assert lost.detail.startswith("offset 0 ") and "batches" not in lost.detail
+    assert m.store.frontier(0) == 0 and m.cursor[0] in (None, 0)
+    _, nxt = steps(m, TICK, W())
+    assert nxt.observed is Observation.DONE and nxt.detail.startswith("offset 0 ")
+    assert ", 2 batches" in nxt.detail and m.store.frontier(0) == 2
+    assert not [e for e in m.events if e.observed is Observation.REFUSED]
+    finish(m, VerifyStatus.PASS)
 
 
 SCENARIOS = sorted(

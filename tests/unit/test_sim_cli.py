@@ -13,7 +13,7 @@ from amends_core.ledger import INT64_MAX, Coordinates, Record, Transaction
 from amends_core.sim import run as sim_run
 from amends_core.sim.generate import KEY_A, SIM_CONFIG, generate, instant
 from amends_core.sim.trace import dumps, loads
-from amends_core.sim.variants import RelaySkips
+from amends_core.sim.variants import VARIANTS, RelaySkips
 from amends_pipeline.cli import main
 from amends_pipeline.commands import sim as sim_cmd
 
@@ -33,6 +33,30 @@ def test_a_clean_soak_prints_a_status_table_and_exits_zero(capsys: pytest.Captur
     assert code == 0
     assert "seeds 0..29, 30 schedules" in out and "schedules/min" in out
     assert "PASS " in out and "failures                      0" in out
+
+
+def test_a_soak_of_worker_steps_running_ahead_says_so_and_writes_traces_that_replay_that_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["sim", "--seed", "0", "--runs", "20", "--ahead", "2", "--no-progress"])
+    out = capsys.readouterr().out
+    assert code == 0 and "seeds 0..19, worker steps of up to 2 batches, 20 schedules" in out
+    # a failing seed's traces carry the setting, and --replay uses it without an option
+    variant = VARIANTS["ahead-ignores-failed-predecessor"]
+    monkeypatch.setattr(sim_cmd, "soak_chunk", functools.partial(sim_run.soak_chunk, model_class=variant))
+    monkeypatch.setattr(sim_cmd, "run_trace", functools.partial(sim_run.run_trace, model_class=variant))
+    monkeypatch.setattr(sim_cmd, "shrink_trace", functools.partial(sim_run.shrink_trace, model_class=variant))
+    code = main([
+        "sim", "--seed", "0", "--runs", "40", "--ahead", "2", "--no-progress", "--keep", "1",
+        "--out", str(tmp_path),
+    ])
+    out = capsys.readouterr().out
+    assert code == 1 and "safety/worker-recovery" in out
+    small = next(tmp_path.glob("seed-*.min.trace.json"))
+    assert loads(small.read_bytes()).ahead == 2
+    assert main(["sim", "--replay", str(small)]) == 1
+    assert "worker steps of up to 2 batches" in capsys.readouterr().out
+    assert main(["sim", "--seed", "0", "--runs", "1", "--ahead", "0"]) == 2
 
 
 def test_a_soak_with_failures_exits_one_and_writes_a_shrunk_trace_that_replays_the_failure(

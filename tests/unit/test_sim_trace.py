@@ -46,6 +46,27 @@ def test_raw_record_bytes_survive_even_when_they_are_not_utf8() -> None:
     assert loads(dumps(t2)).records[0] == odd
 
 
+def test_worker_steps_of_more_than_one_batch_are_recorded_and_only_then() -> None:
+    one = generate(11, toolchain="CPython test")
+    two = generate(11, toolchain="CPython test", ahead=2)
+    assert "worker_ahead" not in json.loads(dumps(one))  # traces written before it load unchanged
+    assert json.loads(dumps(two))["worker_ahead"] == 2
+    back = loads(dumps(two))
+    assert back == two and back.ahead == 2 and dumps(back) == dumps(two)
+    assert (two.records, two.steps) == (one.records, one.steps)  # it draws nothing from the seed
+    assert back.with_parts(steps=two.steps[:3]).ahead == 2  # shrinking keeps it
+
+
+def test_a_trace_with_worker_ahead_replays_with_that_many_batches_per_worker_step() -> None:
+    from amends_core.sim.run import run_trace
+
+    t = loads(dumps(generate(11, toolchain="CPython test", ahead=2)))
+    r = run_trace(t)
+    assert r.ok and r.model.ahead == 2
+    assert {w.ahead for w in r.model.workers.values()} == {2}
+    assert any(", 2 batches" in e.detail for e in r.model.events)
+
+
 def test_replay_uses_the_saved_records_and_steps_not_the_seed() -> None:
     t = generate(5)
     changed = Trace(t.cfg, t.records[:1], (Step(Actor.WORKER, 0, Outcome.COMMIT),), seed=5, toolchain="x")
@@ -87,6 +108,10 @@ def test_replaying_a_trace_twice_gives_the_same_event_log() -> None:
         (lambda d: d["steps"].append({"actor": "redeliver", "partition": 0, "outcome": "commit"}), "missing member 'offset'"),
         (lambda d: d["steps"].append({"actor": "worker", "partition": 0, "outcome": "commit", "offset": 1}), "unknown member 'offset'"),
         (lambda d: d["steps"][0].update(partition=1.0), "integer"),
+        (lambda d: d.update(worker_ahead=0), "worker_ahead must be an integer >= 1"),
+        (lambda d: d.update(worker_ahead="2"), "worker_ahead must be an integer >= 1"),
+        (lambda d: d.update(worker_ahead=True), "worker_ahead must be an integer >= 1"),
+        (lambda d: d.update(worker_ahead=tr.MAX_AHEAD + 1), "worker_ahead must be at most"),
     ],
 )
 def test_loading_refuses_unknown_missing_or_inconsistent_members(mutate: Any, message: str) -> None:

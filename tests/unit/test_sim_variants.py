@@ -16,7 +16,7 @@ from amends_core.sim.model import DrainStalled, Model
 from amends_core.sim.run import run_trace, shrink_trace, soak
 from amends_core.sim.safety import SafetyViolation
 from amends_core.sim.trace import dumps, loads
-from amends_core.sim.variants import VARIANTS
+from amends_core.sim.variants import VARIANT_AHEAD, VARIANTS
 from tests.unit.test_scenarios import SCENARIOS
 
 # variant -> (scenario that catches it, failure signature of the first catching seed)
@@ -30,6 +30,7 @@ CATCHERS: dict[str, tuple[str, tuple[str, str]]] = {
     "worker-assumes-aborted": ("test_sc13_after_a_lost_commit_reply_the_worker_rereads_the_frontier_and_moves_on", ("safety", "worker-recovery")),
     "claim-keeps-token": ("test_sc19_after_a_lost_claim_reply_the_worker_forgets_its_token_and_observes_the_new_epoch", ("safety", "worker-recovery")),
     "latest-delivery-oracle": ("test_sc01_the_highest_revision_is_authority_even_when_it_is_delivered_first", ("safety", "worker-oracle")),
+    "ahead-ignores-failed-predecessor": ("test_sc37_a_batch_folded_ahead_of_a_lost_commit_is_dropped_and_read_again", ("safety", "worker-recovery")),
 }
 SEED_SEARCH = 300
 SCENARIO_FNS = dict(SCENARIOS)
@@ -53,7 +54,8 @@ def test_each_broken_variant_is_caught_by_a_generated_seed_whose_shrunk_trace_re
     name: str,
 ) -> None:
     variant = VARIANTS[name]
-    caught = next((r for r in soak(0, SEED_SEARCH, model_class=variant) if r.failure), None)
+    ahead = VARIANT_AHEAD.get(name, 1)
+    caught = next((r for r in soak(0, SEED_SEARCH, model_class=variant, ahead=ahead) if r.failure), None)
     assert caught is not None, f"no seed below {SEED_SEARCH} catches {name}"
     assert caught.failure is not None
     assert caught.failure.signature == CATCHERS[name][1], str(caught.failure)
@@ -62,4 +64,5 @@ def test_each_broken_variant_is_caught_by_a_generated_seed_whose_shrunk_trace_re
     replayed = run_trace(loads(dumps(small)), variant)
     assert replayed.failure is not None and replayed.failure.signature == failure.signature
     assert loads(dumps(small)).failure == failure.signature
+    assert small.ahead == ahead  # the trace records how many batches a worker step runs
     assert run_trace(small, Model).ok  # the defect is the variant's, not the model's
