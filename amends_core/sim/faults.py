@@ -12,7 +12,7 @@ step makes then has that fate:
 
 A worker step that runs more than one batch (``Worker(ahead=N)``) makes more
 than one commit. Then the processing adapter gives the armed fate to one of
-them only (``fault_at``: 0 is the step's first commit); the others commit.
+them only (``Injected.fault_at``: 0 is the step's first commit); the others commit.
 
 The adapters also record what really happened (``installed``, ``lost``) for
 the event log, which the role logic itself never sees.
@@ -61,12 +61,25 @@ class Injected:
         self.installed = False
         self.lost = False
         self.detail = ""
+        self.fault_at: int | None = None
+        """Which of the step's attempts (``fate``) has the armed outcome (None: every one)."""
+        self.attempts = 0
+        """Attempts of the step that asked ``fate`` so far."""
 
-    def arm(self, outcome: Outcome) -> None:
+    def arm(self, outcome: Outcome, fault_at: int | None = None) -> None:
         self.outcome = outcome
         self.installed = False
         self.lost = False
         self.detail = ""
+        self.fault_at = fault_at
+        self.attempts = 0
+
+    def fate(self) -> Outcome:
+        """The outcome of the attempt being made now: the armed one, or ``commit`` for an
+        attempt other than ``fault_at``."""
+        at = self.attempts
+        self.attempts += 1
+        return self.outcome if self.fault_at is None or at == self.fault_at else Outcome.COMMIT
 
     def disarm(self) -> None:
         self.outcome = Outcome.COMMIT
@@ -87,21 +100,6 @@ class FaultyProcessing(MemoryProcessing, Injected):
         """Where installed batches are noted: (partition, batch epoch, epoch installed at commit)."""
         self.acks = acks
         """Where acknowledged sequences are noted, per partition, in order."""
-        self.fault_at: int | None = None
-        """Which batch commit of the step has the armed fate (None: every one)."""
-        self.batches = 0
-        """Batch commits the step has attempted so far."""
-
-    def arm(self, outcome: Outcome, fault_at: int | None = None) -> None:
-        Injected.arm(self, outcome)
-        self.fault_at = fault_at
-        self.batches = 0
-
-    def _fate(self) -> Outcome:
-        """The fate of the batch commit being attempted now."""
-        at = self.batches
-        self.batches += 1
-        return self.outcome if self.fault_at is None or at == self.fault_at else Outcome.COMMIT
 
     def claim(self, partition: int, nonce: str | None = None) -> Token:
         o = self.outcome
@@ -120,7 +118,7 @@ class FaultyProcessing(MemoryProcessing, Injected):
     def process(
         self, token: Token, expected_next: int, records: Sequence[Record], until: int | None = None
     ) -> BatchResult:
-        o = self._fate()
+        o = self.fate()  # each batch commit of the step asks
         p = token.partition
         if o is Outcome.ABORT:
             msg = f"batch of partition {p}: aborted"

@@ -204,7 +204,7 @@ def _batch_where(batch: Batch) -> str:
 def _step_where(batch: Batch, port: FaultyProcessing) -> str:
     """Where a worker step started, and how many batch commits it attempted when more than one."""
     where = _batch_where(batch)
-    return f"{where}, {port.batches} batches" if port.batches > 1 else where
+    return f"{where}, {port.attempts} batches" if port.attempts > 1 else where
 
 
 class _Armed:
@@ -216,11 +216,7 @@ class _Armed:
         self.fault_at = fault_at
 
     def __enter__(self) -> Injected:
-        if self.fault_at is None:
-            self.port.arm(self.outcome)
-        else:
-            assert isinstance(self.port, FaultyProcessing)
-            self.port.arm(self.outcome, self.fault_at)
+        self.port.arm(self.outcome, self.fault_at)
         return self.port
 
     def __exit__(self, *exc: object) -> None:
