@@ -188,6 +188,11 @@ VIEW_ROWS_STAGE = Sink(
     ("text", "int4", "text", "text", "text", "int4", "int8", "bool", "bytea", "int8"),
 )
 """The view's large batches, staged by COPY before one upsert into view_rows."""
+VIEW_ROWS = Sink(
+    sql.Identifier("view_rows"), ("ns_id", *VIEW_ROWS_STAGE.columns), ("int4", *VIEW_ROWS_STAGE.types)
+)
+"""Output IDs a view batch stores for the first time: COPY straight into the table, as the
+worker does for rows that cannot exist yet (no staging, no conflict check)."""
 
 # Per-session staging tables; ON COMMIT DELETE ROWS empties them at every commit.
 CREATE_STAGING = """

@@ -21,6 +21,13 @@ the last offsets of the range hold no record (compaction leaves gaps).
 the start of the retained output log and clears its stop diagnostic, keeping
 the rows (so re-application can only move each row forward) unless told to
 discard them.
+
+Writes: a large batch's output IDs that the lookup under the lock did not find
+go straight into ``view_rows`` by binary COPY (a fresh view catching up, a
+rebuild after discarding rows); the rest are upserted. Only an applier of
+another output partition naming the same output ID (a misrouted envelope)
+could insert one of them first; the COPY then fails on the primary key, the
+transaction rolls back, and the batch is applied again with upserts only.
 """
 
 from __future__ import annotations
@@ -28,6 +35,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
+
+from psycopg import errors as pgerr
 
 from amends_core import wire
 from amends_core.errors import CommitUnknown as LostReply  # any adapter's; the core hands back ours
@@ -37,7 +46,7 @@ from amends_pipeline.postgres import migrate as migrations
 from amends_pipeline.postgres.connection import DEFAULT_SCHEMA, Database
 from amends_pipeline.postgres.errors import CommitUnknown, StoreError
 from amends_pipeline.postgres.namespace import lookup_namespace, register_namespace
-from amends_pipeline.postgres.sql import COPY_MIN_ROWS, VIEW_ROWS_STAGE
+from amends_pipeline.postgres.sql import COPY_MIN_ROWS, VIEW_ROWS, VIEW_ROWS_STAGE
 
 _UPSERT_FROM = """
 INSERT INTO view_rows (ns_id, output_id, partition, family, item, location, day, version, present,
@@ -212,13 +221,26 @@ class PgViewStore:
             msg = f"records of output partition {partition} lie outside [{start}, {end})"
             raise StoreError(msg)
         try:
-            return self._apply(partition, recs, start, end)
+            try:
+                return self._apply(partition, recs, start, end, copy_new=True)
+            except StoreError as e:
+                if not isinstance(e.__cause__, pgerr.UniqueViolation):
+                    raise
+                # another partition's applier stored one of the batch's new output IDs first:
+                # nothing of this attempt committed; again, upserting every row
+                return self._apply(partition, recs, start, end, copy_new=False)
         except CommitUnknown as e:
             e.partition = partition
             raise
 
     def _apply(
-        self, partition: int, recs: list[tuple[int, bytes]], expect: int | None, end: int | None
+        self,
+        partition: int,
+        recs: list[tuple[int, bytes]],
+        expect: int | None,
+        end: int | None,
+        *,
+        copy_new: bool,
     ) -> list[ViewDecision]:
         label = self._label(f"applying output partition {partition}")
         staging = None
@@ -253,6 +275,7 @@ class PgViewStore:
                         msg = f"stored view row is not a valid envelope: {env.message}"
                         raise StoreError(msg)
                     vs.rows[env.output_id] = env
+            found = set(vs.rows) if copy_new else None  # what the lookup found: the rest are new
             decisions: list[ViewDecision] = []
             stored: dict[OutputID, tuple[int, bytes]] = {}
             stop: tuple[int, bytes] | None = None
@@ -264,7 +287,7 @@ class PgViewStore:
                 elif d.effect is Effect.PROTOCOL_ERROR:
                     stop = (off, raw)
             if stored:
-                staging = self._write_rows(conn, partition, vs, stored, ids)
+                staging = self._write_rows(conn, partition, vs, stored, ids, found)
             if end is not None and partition not in vs.stopped:
                 # every record of [start, end) was seen: a gap at the end is no reason to re-read
                 vs.frontiers[partition] = max(vs.frontier(partition), end)
@@ -326,13 +349,19 @@ class PgViewStore:
         vs: ViewState,
         stored: dict[OutputID, tuple[int, bytes]],
         encoded: dict[OutputID, str],
+        found: set[OutputID] | None,
     ) -> object:
-        """Upsert the stored rows; returns the session when this transaction created its
-        staging table."""
-        rows = []
+        """Write the stored rows; returns the session when this transaction created its
+        staging table.
+
+        With ``found`` (the output IDs the lookup found), rows of the other output IDs go in
+        by COPY straight into the table when there are enough of them; the rest are upserted.
+        """
+        rows: list[tuple[Any, ...]] = []
+        new: list[tuple[Any, ...]] = []
         for oid, (off, raw) in stored.items():
             env = vs.rows[oid]
-            rows.append((
+            (rows if found is None or oid in found else new).append((
                 encoded.get(oid) or oid.encoded,
                 partition,
                 oid.family.value,
@@ -344,6 +373,13 @@ class PgViewStore:
                 raw,
                 off,
             ))
+        if len(new) >= COPY_MIN_ROWS:
+            ns_id = self.ns_id
+            VIEW_ROWS.copy_rows(conn.cursor(), [(ns_id, *r) for r in new])
+        else:
+            rows += new
+        if not rows:
+            return None
         if len(rows) < COPY_MIN_ROWS:
             conn.execute(_UPSERT_ROWS, (self.ns_id, *(list(c) for c in zip(*rows, strict=True))))
             return None

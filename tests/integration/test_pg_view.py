@@ -279,3 +279,90 @@ def test_large_batches_go_through_copy_and_store_exactly_what_single_records_sto
         view.apply(0, [(o, raw)])
     assert rows() == copied
     assert len(copied) > COPY_MIN_ROWS
+
+
+class _SinkSpy:
+    """Counts the rows a view batch sends through one sink, then sends them on."""
+
+    def __init__(self, sink) -> None:
+        self.sink = sink
+        self.batches: list[int] = []
+
+    def copy_rows(self, cursor, rows) -> None:
+        rows = list(rows)
+        self.batches.append(len(rows))
+        self.sink.copy_rows(cursor, rows)
+
+
+def test_a_large_batch_copies_the_output_ids_it_stores_first_and_upserts_the_rest(
+    open_store, open_view, admin, monkeypatch
+):
+    """Output IDs the lookup did not find go straight into view_rows by COPY; rows already
+    stored are upserted (staged); the rows left are the ones single records leave."""
+    from amends_pipeline.postgres import view_store
+
+    cfg, log = awkward_log(open_store, 120, 60, days=40, amend_day=1, amend_qty=-3)
+    direct, staged = _SinkSpy(view_store.VIEW_ROWS), _SinkSpy(view_store.VIEW_ROWS_STAGE)
+    monkeypatch.setattr(view_store, "VIEW_ROWS", direct)
+    monkeypatch.setattr(view_store, "VIEW_ROWS_STAGE", staged)
+    first = 120  # the envelopes of the new transactions: every output ID is new to the view
+    view = open_view(cfg)
+    view.apply(0, list(enumerate(log))[:first])
+    assert staged.batches == [] and direct.batches and direct.batches[0] >= view_store.COPY_MIN_ROWS
+    stored_first = admin.execute("SELECT count(*) FROM view_rows").fetchone()[0]
+    assert direct.batches == [stored_first]
+    view.apply(0, list(enumerate(log))[first:], start=first, end=len(log))
+    assert staged.batches and staged.batches[0] >= view_store.COPY_MIN_ROWS  # amended rows
+    reference = ViewState(cfg)
+    for o, raw in enumerate(log):
+        reference.apply(0, o, raw)
+    assert view.snapshot() == reference
+
+
+def test_a_new_output_id_another_session_stores_first_sends_the_batch_back_to_upserts(
+    open_store, open_view, admin
+):
+    """If a session commits a row for one of the batch's new output IDs between the batch's
+    lookup and its COPY, the COPY fails on the primary key: the view rolls that attempt back
+    and applies the batch again with upserts, under the version rule, instead of failing."""
+    from amends_core import wire
+    from amends_pipeline.postgres.view_store import COPY_MIN_ROWS
+
+    cfg, log = awkward_log(open_store, 90, 0, days=30, amend_day=1, amend_qty=-1)
+    assert len(log) >= 2 * COPY_MIN_ROWS
+    view = open_view(cfg)
+    env = wire.decode_envelope(log[-1])
+    assert not isinstance(env, wire.DecodeError)
+    oid = env.output_id
+    out: list[object] = []
+
+    def apply() -> None:
+        try:
+            out.append(view.apply(0, list(enumerate(log))))
+        except Exception as e:  # reported by the assertions below
+            out.append(e)
+
+    with admin.transaction():
+        admin.execute(
+            "INSERT INTO view_rows (ns_id, output_id, partition, family, item, location, day,"
+            " version, present, envelope, applied_offset) VALUES (%s, %s, 0, %s, %s, %s, %s, %s,"
+            " %s, %s, 0)",
+            (view.ns_id, oid.encoded, oid.family.value, oid.key.item, oid.key.location, oid.day,
+             env.version, env.payload.present, log[-1]),
+        )
+        t = threading.Thread(target=apply)
+        t.start()
+        deadline = time.monotonic() + 30
+        while not admin.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()[0]:
+            assert time.monotonic() < deadline, "the view's COPY never waited for the row"
+            assert t.is_alive(), out
+            time.sleep(0.02)
+    t.join(30)
+    assert not t.is_alive()
+    [decisions] = out
+    assert isinstance(decisions, list), decisions
+    assert decisions[-1].effect is Effect.DUPLICATE  # the second attempt saw the stored row
+    reference = ViewState(cfg)
+    reference.rows[oid] = env  # the other session's row, there before the batch
+    assert [d.effect for d in decisions] == [reference.apply(0, o, raw).effect for o, raw in enumerate(log)]
+    assert view.snapshot() == reference
