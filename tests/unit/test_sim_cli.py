@@ -59,6 +59,17 @@ def test_a_soak_of_worker_steps_running_ahead_says_so_and_writes_traces_that_rep
     assert main(["sim", "--seed", "0", "--runs", "1", "--ahead", "0"]) == 2
 
 
+def test_the_ahead_help_names_the_worker_roles_own_setting() -> None:
+    """The help of --ahead quotes the worker role's AHEAD as a number (the simulator command
+    does not load the Kafka role module to read it), so this test keeps the two equal."""
+    from amends_pipeline.cli import build_parser
+    from amends_pipeline.roles.worker import AHEAD
+
+    sim = build_parser()._subparsers._group_actions[0].choices["sim"]
+    [ahead] = [a for a in sim._actions if "--ahead" in a.option_strings]
+    assert f"the worker role runs {AHEAD};" in " ".join(str(ahead.help).split())
+
+
 def test_a_soak_with_failures_exits_one_and_writes_a_shrunk_trace_that_replays_the_failure(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
