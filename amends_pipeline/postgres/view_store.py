@@ -27,7 +27,10 @@ go straight into ``view_rows`` by binary COPY (a fresh view catching up, a
 rebuild after discarding rows); the rest are upserted. Only an applier of
 another output partition naming the same output ID (a misrouted envelope)
 could insert one of them first; the COPY then fails on the primary key, the
-transaction rolls back, and the batch is applied again with upserts only.
+transaction rolls back, and the batch is applied again with upserts only. An
+upsert never moves a row to a lower version: a row such an applier wrote since
+the lookup is left alone and the batch is applied again likewise (a second
+overtaking ends in StoreConflict, which the role retries).
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ from amends_core.ledger import Config, Envelope, OutputID, Projection, StockKey
 from amends_core.view import Effect, ViewDecision, ViewState
 from amends_pipeline.postgres import migrate as migrations
 from amends_pipeline.postgres.connection import DEFAULT_SCHEMA, Database
-from amends_pipeline.postgres.errors import CommitUnknown, StoreError
+from amends_pipeline.postgres.errors import CommitUnknown, StoreConflict, StoreError
 from amends_pipeline.postgres.namespace import lookup_namespace, register_namespace
 from amends_pipeline.postgres.sql import COPY_MIN_ROWS, VIEW_ROWS, VIEW_ROWS_STAGE
 
@@ -55,7 +58,12 @@ SELECT %s, * FROM {}
 ON CONFLICT (ns_id, output_id) DO UPDATE
 SET partition = excluded.partition, version = excluded.version, present = excluded.present,
     envelope = excluded.envelope, applied_offset = excluded.applied_offset
+WHERE view_rows.version < excluded.version
 """
+"""Every row a batch stores has a higher version than the row its lookup found (the version
+rule), so the WHERE holds unless another session wrote the row since the lookup; the row is
+then left alone, the statement reports fewer rows than it was given, and the batch is applied
+again (``_Overtaken``). A row never moves back to a lower version."""
 _UPSERT_ROWS = _UPSERT_FROM.format(
     "unnest(%b::text[], %b::int[], %b::text[], %b::text[], %b::text[], %b::int[],"
     " %b::bigint[], %b::boolean[], %b::bytea[], %b::bigint[])"
@@ -92,6 +100,11 @@ class ViewRebuilt:
     """The new frontier: the start of the retained output log."""
     stopped_before: str | None
     rows_discarded: int
+
+
+class _Overtaken(Exception):
+    """Another session wrote a row of this batch after the batch's lookup (only an applier of
+    another output partition naming the same output ID can): roll back and apply again."""
 
 
 class PgViewStore:
@@ -226,9 +239,19 @@ class PgViewStore:
             except StoreError as e:
                 if not isinstance(e.__cause__, pgerr.UniqueViolation):
                     raise
-                # another partition's applier stored one of the batch's new output IDs first:
-                # nothing of this attempt committed; again, upserting every row
+            except _Overtaken:
+                pass
+            # Another partition's applier stored a row of this batch after its lookup: nothing
+            # of this attempt committed. Again, upserting every row after a fresh lookup.
+            try:
                 return self._apply(partition, recs, start, end, copy_new=False)
+            except _Overtaken:
+                msg = (
+                    f"{self._label(f'applying output partition {partition}')}: another session"
+                    " wrote rows of this batch while it was applied, twice; nothing was"
+                    " committed, retry"
+                )
+                raise StoreConflict(msg) from None
         except CommitUnknown as e:
             e.partition = partition
             raise
@@ -380,15 +403,17 @@ class PgViewStore:
             rows += new
         if not rows:
             return None
-        if len(rows) < COPY_MIN_ROWS:
-            conn.execute(_UPSERT_ROWS, (self.ns_id, *(list(c) for c in zip(*rows, strict=True))))
-            return None
         created = None
-        if conn is not self._staged:
-            conn.execute(_CREATE_STAGE)
-            created = conn
-        VIEW_ROWS_STAGE.copy_rows(conn.cursor(), rows)
-        conn.execute(_UPSERT_STAGED, (self.ns_id,))
+        if len(rows) < COPY_MIN_ROWS:
+            cur = conn.execute(_UPSERT_ROWS, (self.ns_id, *(list(c) for c in zip(*rows, strict=True))))
+        else:
+            if conn is not self._staged:
+                conn.execute(_CREATE_STAGE)
+                created = conn
+            VIEW_ROWS_STAGE.copy_rows(conn.cursor(), rows)
+            cur = conn.execute(_UPSERT_STAGED, (self.ns_id,))
+        if cur.rowcount != len(rows):
+            raise _Overtaken
         return created
 
     # ------------------------------------------------------------ inspection

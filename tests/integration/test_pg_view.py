@@ -319,6 +319,45 @@ def test_a_large_batch_copies_the_output_ids_it_stores_first_and_upserts_the_res
     assert view.snapshot() == reference
 
 
+def apply_while_another_session_stores(view, admin, batch: list[bytes], raw: bytes, offset: int) -> list:
+    """Apply ``batch`` while another session holds an uncommitted row of ``raw``'s output ID
+    (as if written after the batch's lookup), committed once the view waits on it; returns
+    the view's decisions."""
+    from amends_core import wire
+
+    env = wire.decode_envelope(raw)
+    assert not isinstance(env, wire.DecodeError)
+    oid = env.output_id
+    out: list[object] = []
+
+    def apply() -> None:
+        try:
+            out.append(view.apply(0, list(enumerate(batch))))
+        except Exception as e:  # reported by the assertions below
+            out.append(e)
+
+    with admin.transaction():
+        admin.execute(
+            "INSERT INTO view_rows (ns_id, output_id, partition, family, item, location, day,"
+            " version, present, envelope, applied_offset) VALUES (%s, %s, 0, %s, %s, %s, %s, %s,"
+            " %s, %s, %s)",
+            (view.ns_id, oid.encoded, oid.family.value, oid.key.item, oid.key.location, oid.day,
+             env.version, env.payload.present, raw, offset),
+        )
+        t = threading.Thread(target=apply)
+        t.start()
+        deadline = time.monotonic() + 30
+        while not admin.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()[0]:
+            assert time.monotonic() < deadline, "the view never waited for the other session's row"
+            assert t.is_alive(), out
+            time.sleep(0.02)
+    t.join(30)
+    assert not t.is_alive()
+    [decisions] = out
+    assert isinstance(decisions, list), decisions
+    return decisions
+
+
 def test_a_new_output_id_another_session_stores_first_sends_the_batch_back_to_upserts(
     open_store, open_view, admin
 ):
@@ -331,38 +370,74 @@ def test_a_new_output_id_another_session_stores_first_sends_the_batch_back_to_up
     cfg, log = awkward_log(open_store, 90, 0, days=30, amend_day=1, amend_qty=-1)
     assert len(log) >= 2 * COPY_MIN_ROWS
     view = open_view(cfg)
+    decisions = apply_while_another_session_stores(view, admin, log, log[-1], 0)
     env = wire.decode_envelope(log[-1])
     assert not isinstance(env, wire.DecodeError)
     oid = env.output_id
-    out: list[object] = []
-
-    def apply() -> None:
-        try:
-            out.append(view.apply(0, list(enumerate(log))))
-        except Exception as e:  # reported by the assertions below
-            out.append(e)
-
-    with admin.transaction():
-        admin.execute(
-            "INSERT INTO view_rows (ns_id, output_id, partition, family, item, location, day,"
-            " version, present, envelope, applied_offset) VALUES (%s, %s, 0, %s, %s, %s, %s, %s,"
-            " %s, %s, 0)",
-            (view.ns_id, oid.encoded, oid.family.value, oid.key.item, oid.key.location, oid.day,
-             env.version, env.payload.present, log[-1]),
-        )
-        t = threading.Thread(target=apply)
-        t.start()
-        deadline = time.monotonic() + 30
-        while not admin.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()[0]:
-            assert time.monotonic() < deadline, "the view's COPY never waited for the row"
-            assert t.is_alive(), out
-            time.sleep(0.02)
-    t.join(30)
-    assert not t.is_alive()
-    [decisions] = out
-    assert isinstance(decisions, list), decisions
     assert decisions[-1].effect is Effect.DUPLICATE  # the second attempt saw the stored row
     reference = ViewState(cfg)
     reference.rows[oid] = env  # the other session's row, there before the batch
     assert [d.effect for d in decisions] == [reference.apply(0, o, raw).effect for o, raw in enumerate(log)]
     assert view.snapshot() == reference
+
+
+def test_an_upsert_never_moves_a_row_back_to_a_version_another_session_overtook(
+    open_store, open_view, admin
+):
+    """A small batch (upserted, not copied) stores version 1 of an output ID while another
+    session commits version 2 of it after the batch's lookup: the row keeps version 2, and
+    the batch, applied again after a fresh lookup, reports its version 1 as stale."""
+    from amends_core import wire
+    from amends_pipeline.postgres.view_store import COPY_MIN_ROWS
+
+    cfg = b.config()
+    store = open_store(cfg)
+    tok = store.claim(0)
+    first = store.process(tok, 0, b.records([b.txn("T1", 1, "NEW", qty=-5, valid=b.day(1))])).rows
+    later = store.process(
+        tok, 1, b.records([b.txn("T1", 2, "AMEND", qty=-7, valid=b.day(1))], start=1)
+    ).rows
+    batch = [r.envelope.to_bytes() for r in first]
+    assert 0 < len(batch) < COPY_MIN_ROWS
+    v1 = wire.decode_envelope(batch[0])
+    assert not isinstance(v1, wire.DecodeError)
+    [v2_raw] = [r.envelope.to_bytes() for r in later if r.envelope.output_id == v1.output_id]
+    v2 = wire.decode_envelope(v2_raw)
+    assert not isinstance(v2, wire.DecodeError) and v2.version > v1.version
+    oid = v1.output_id
+    view = open_view(cfg)
+    view.frontier(0)  # the view's session exists before the other one takes its row lock
+    decisions = apply_while_another_session_stores(view, admin, batch, v2_raw, 99)
+    reference = ViewState(cfg)
+    reference.rows[oid] = v2  # the other session's row, there before the batch
+    assert [d.effect for d in decisions] == [reference.apply(0, o, raw).effect for o, raw in enumerate(batch)]
+    assert decisions[0].effect is Effect.STALE
+    assert view.snapshot() == reference
+    assert admin.execute(
+        "SELECT version, applied_offset FROM view_rows WHERE output_id = %s", (oid.encoded,)
+    ).fetchone() == (v2.version, 99)
+
+
+def test_a_batch_overtaken_on_both_attempts_ends_in_a_retryable_conflict_with_nothing_committed(
+    open_store, open_view, admin, monkeypatch
+):
+    """Overtaking is retried once; when the second attempt is overtaken too, apply raises
+    StoreConflict (transient: the view role retries the step) and the frontier stays."""
+    from amends_pipeline.postgres import view_store
+    from amends_pipeline.postgres.errors import StoreConflict
+
+    cfg = b.config()
+    log = output_log(open_store, cfg)
+    view = open_view(cfg)
+    attempts: list[int] = []
+
+    def overtaken(*args, **kwargs):
+        attempts.append(1)
+        raise view_store._Overtaken
+
+    monkeypatch.setattr(view_store.PgViewStore, "_write_rows", overtaken)
+    with pytest.raises(StoreConflict, match="wrote rows of this batch while it was applied"):
+        view.apply(0, list(enumerate(log)))
+    assert len(attempts) == 2
+    assert view.frontier(0) == 0
+    assert admin.execute("SELECT count(*) FROM view_rows").fetchone() == (0,)
