@@ -26,11 +26,11 @@ Writes: a large batch's output IDs that the lookup under the lock did not find
 go straight into ``view_rows`` by binary COPY (a fresh view catching up, a
 rebuild after discarding rows); the rest are upserted. Only an applier of
 another output partition naming the same output ID (a misrouted envelope)
-could insert one of them first; the COPY then fails on the primary key, the
-transaction rolls back, and the batch is applied again with upserts only. An
+could insert one of them first, and the COPY then fails on the primary key. An
 upsert never moves a row to a lower version: a row such an applier wrote since
-the lookup is left alone and the batch is applied again likewise (a second
-overtaking ends in StoreConflict, which the role retries).
+the lookup is left alone, and the statement reports fewer rows. Either way the
+transaction rolls back and the batch is applied once more after a fresh
+lookup; overtaken again, it ends in StoreConflict, which the role retries.
 """
 
 from __future__ import annotations
@@ -234,27 +234,25 @@ class PgViewStore:
             msg = f"records of output partition {partition} lie outside [{start}, {end})"
             raise StoreError(msg)
         try:
-            try:
-                return self._apply(partition, recs, start, end, copy_new=True)
-            except StoreError as e:
-                if not isinstance(e.__cause__, pgerr.UniqueViolation):
-                    raise
-            except _Overtaken:
-                pass
-            # Another partition's applier stored a row of this batch after its lookup: nothing
-            # of this attempt committed. Again, upserting every row after a fresh lookup.
-            try:
-                return self._apply(partition, recs, start, end, copy_new=False)
-            except _Overtaken:
-                msg = (
-                    f"{self._label(f'applying output partition {partition}')}: another session"
-                    " wrote rows of this batch while it was applied, twice; nothing was"
-                    " committed, retry"
-                )
-                raise StoreConflict(msg) from None
+            for _ in range(2):
+                try:
+                    return self._apply(partition, recs, start, end)
+                except StoreError as e:
+                    if not isinstance(e.__cause__, pgerr.UniqueViolation):
+                        raise
+                except _Overtaken:
+                    pass
+                # Another partition's applier stored a row of this batch after its lookup:
+                # nothing of this attempt committed; again, after a fresh lookup.
         except CommitUnknown as e:
             e.partition = partition
             raise
+        msg = (
+            f"{self._label(f'applying output partition {partition}')}: another session"
+            " wrote rows of this batch while it was applied, twice; nothing was"
+            " committed, retry"
+        )
+        raise StoreConflict(msg)
 
     def _apply(
         self,
@@ -262,8 +260,6 @@ class PgViewStore:
         recs: list[tuple[int, bytes]],
         expect: int | None,
         end: int | None,
-        *,
-        copy_new: bool,
     ) -> list[ViewDecision]:
         label = self._label(f"applying output partition {partition}")
         staging = None
@@ -298,7 +294,7 @@ class PgViewStore:
                         msg = f"stored view row is not a valid envelope: {env.message}"
                         raise StoreError(msg)
                     vs.rows[env.output_id] = env
-            found = set(vs.rows) if copy_new else None  # what the lookup found: the rest are new
+            found = set(vs.rows)  # what the lookup found: the batch's other output IDs are new
             decisions: list[ViewDecision] = []
             stored: dict[OutputID, tuple[int, bytes]] = {}
             stop: tuple[int, bytes] | None = None
@@ -372,19 +368,19 @@ class PgViewStore:
         vs: ViewState,
         stored: dict[OutputID, tuple[int, bytes]],
         encoded: dict[OutputID, str],
-        found: set[OutputID] | None,
+        found: set[OutputID],
     ) -> object:
         """Write the stored rows; returns the session when this transaction created its
         staging table.
 
-        With ``found`` (the output IDs the lookup found), rows of the other output IDs go in
-        by COPY straight into the table when there are enough of them; the rest are upserted.
+        Rows of output IDs the lookup did not find (not in ``found``) go in by COPY straight
+        into the table when there are enough of them; the rest are upserted.
         """
         rows: list[tuple[Any, ...]] = []
         new: list[tuple[Any, ...]] = []
         for oid, (off, raw) in stored.items():
             env = vs.rows[oid]
-            (rows if found is None or oid in found else new).append((
+            (rows if oid in found else new).append((
                 encoded.get(oid) or oid.encoded,
                 partition,
                 oid.family.value,

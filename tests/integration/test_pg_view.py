@@ -358,12 +358,13 @@ def apply_while_another_session_stores(view, admin, batch: list[bytes], raw: byt
     return decisions
 
 
-def test_a_new_output_id_another_session_stores_first_sends_the_batch_back_to_upserts(
+def test_a_new_output_id_another_session_stores_first_has_the_batch_applied_again_after_a_fresh_lookup(
     open_store, open_view, admin
 ):
     """If a session commits a row for one of the batch's new output IDs between the batch's
     lookup and its COPY, the COPY fails on the primary key: the view rolls that attempt back
-    and applies the batch again with upserts, under the version rule, instead of failing."""
+    and applies the batch again, its lookup now finding that row (the version rule), instead
+    of failing."""
     from amends_core import wire
     from amends_pipeline.postgres.view_store import COPY_MIN_ROWS
 
