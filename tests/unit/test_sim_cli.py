@@ -62,11 +62,10 @@ def test_a_soak_of_worker_steps_running_ahead_says_so_and_writes_traces_that_rep
 def test_the_ahead_help_names_the_worker_roles_own_setting() -> None:
     """The help of --ahead quotes the worker role's AHEAD as a number (the simulator command
     does not load the Kafka role module to read it), so this test keeps the two equal."""
-    from amends_pipeline.cli import build_parser
     from amends_pipeline.roles.worker import AHEAD
+    from tests.unit.test_readme_options import subcommands
 
-    sim = build_parser()._subparsers._group_actions[0].choices["sim"]
-    [ahead] = [a for a in sim._actions if "--ahead" in a.option_strings]
+    [ahead] = [a for a in subcommands()["sim"]._actions if "--ahead" in a.option_strings]
     assert f"the worker role runs {AHEAD};" in " ".join(str(ahead.help).split())
 
 
