@@ -96,16 +96,19 @@ class MemoryProcessing:
                 c = r.coords
                 msg = f"record {c.partition}/{c.offset}: {e}"
                 raise BatchAborted(msg, partition=p, offset=c.offset) from e
+            if until is not None and until <= r.coords.offset:
+                # checked before the commit: a batch of one record has no snapshot to restore
+                msg = f"range end {until} lies below record offset {r.coords.offset} on partition {p}"
+                raise SourceMismatch(msg)
             rows += store.commit(decision)
             frontier = r.coords.offset + 1
             accepted += int(len(store.rejections) == held)
             held = len(store.rejections)
-        if until is not None and (until != frontier or not records):
-            if until < frontier:
-                msg = f"range end {until} lies below record offset {frontier - 1} on partition {p}"
-                raise SourceMismatch(msg)
-            store.advance(token, frontier, until)
-            frontier = until
+        if not records or (until is not None and until != frontier):
+            # a batch without records is fenced like any other, and may still move the frontier
+            end = frontier if until is None else until
+            store.advance(token, frontier, end)
+            frontier = end
         return BatchResult(p, frontier, tuple(rows), tuple(store.rejections[first:]), accepted)
 
     def process_ahead(

@@ -85,3 +85,20 @@ def record(
 
 def records(objs: list[dict[str, Any]], partition: int = 0, start: int = 0) -> list[Record]:
     return [record(o, start + i, partition) for i, o in enumerate(objs)]
+
+
+def mixed_history(n: int, start: int = 0) -> list[dict[str, Any]]:
+    """Movements ``start``..``start + n - 1`` over K1 and K2, with amendments and cancellations
+    of earlier ones (several days each): batches of it touch both keys in most ways."""
+    objs = []
+    for i in range(start, start + n):
+        key = (K1, K2)[i % 2]
+        if i % 11 == 10:
+            was = (K1, K2)[(i - 4) % 2]
+            objs.append(txn(f"T{i - 4}", 2, "AMEND", qty=-(i % 5) - 1, valid=day(1 + i % 9), key=was))
+        elif i % 17 == 16:
+            was = (K1, K2)[(i - 6) % 2]
+            objs.append(txn(f"T{i - 6}", 3, "CANCEL", qty=0, valid=day(2), key=was))
+        else:
+            objs.append(txn(f"T{i}", qty=-(i % 7), valid=day(1 + i % 12), key=key))
+    return objs

@@ -24,23 +24,6 @@ from tests import builders as b
 
 from .test_pg_batches import _tables
 
-
-def history(n: int, start: int = 0) -> list:
-    """``n`` records over two keys with amendments and a cancellation (several days each)."""
-    objs = []
-    for i in range(start, start + n):
-        key = (b.K1, b.K2)[i % 2]
-        if i % 11 == 10:
-            was = (b.K1, b.K2)[(i - 4) % 2]
-            objs.append(b.txn(f"T{i - 4}", 2, "AMEND", qty=-(i % 5) - 1, valid=b.day(1 + i % 9), key=was))
-        elif i % 17 == 16:
-            was = (b.K1, b.K2)[(i - 6) % 2]
-            objs.append(b.txn(f"T{i - 6}", 3, "CANCEL", qty=0, valid=b.day(2), key=was))
-        else:
-            objs.append(b.txn(f"T{i}", qty=-(i % 7), valid=b.day(1 + i % 12), key=key))
-    return objs
-
-
 CFG = b.config([(b.K1, 10**6, 999_900, 0), (b.K2, 10**6, 999_950, 0)])
 
 
@@ -61,7 +44,7 @@ def pending_of(store):
 
 @pytest.mark.parametrize("size", [7, COPY_MIN_ROWS + 40])
 def test_a_chain_of_batches_folded_ahead_writes_what_one_at_a_time_writes(open_store, admin, size):
-    recs = b.records(history(4 * size))
+    recs = b.records(b.mixed_history(4 * size))
     cuts = [size, 2 * size, 3 * size]
     expected = one_at_a_time(open_store, admin, recs, cuts)
     store = open_store(CFG.with_namespace("ahead"))
@@ -80,7 +63,7 @@ def test_a_chain_of_batches_folded_ahead_writes_what_one_at_a_time_writes(open_s
 def test_the_next_batch_folds_while_the_commit_is_held_and_locks_only_after_it(
     pg_dsn, open_store, proxy, admin
 ):
-    recs = b.records(history(2 * COPY_MIN_ROWS))
+    recs = b.records(b.mixed_history(2 * COPY_MIN_ROWS))
     half = COPY_MIN_ROWS
     expected = one_at_a_time(open_store, admin, recs, [half])
     store = open_store(CFG.with_namespace("ahead"), dsn=proxy.dsn(pg_dsn))
@@ -102,7 +85,7 @@ def test_the_next_batch_folds_while_the_commit_is_held_and_locks_only_after_it(
 def test_a_lost_commit_reply_drops_the_batch_folded_ahead_and_is_settled(
     pg_dsn, open_store, proxy, admin
 ):
-    recs = b.records(history(40))
+    recs = b.records(b.mixed_history(40))
     expected = one_at_a_time(open_store, admin, recs, [20])
     store = open_store(CFG.with_namespace("ahead"), dsn=proxy.dsn(pg_dsn))
     tok = store.claim(0)
@@ -126,7 +109,7 @@ def test_a_lost_commit_reply_drops_the_batch_folded_ahead_and_is_settled(
 
 
 def test_a_commit_that_fails_writes_nothing_of_either_batch(pg_dsn, pg_schema, open_store, admin):
-    recs = b.records(history(40))
+    recs = b.records(b.mixed_history(40))
     expected = one_at_a_time(open_store, admin, recs, [10, 20])
     store = open_store(CFG.with_namespace("ahead"))
     tok = store.claim(0)
@@ -165,7 +148,7 @@ def test_a_commit_that_fails_writes_nothing_of_either_batch(pg_dsn, pg_schema, o
 
 
 def test_a_new_owner_fences_the_batch_folded_ahead(pg_dsn, open_store, proxy, admin):
-    recs = b.records(history(30))
+    recs = b.records(b.mixed_history(30))
     store = open_store(CFG.with_namespace("ahead"), dsn=proxy.dsn(pg_dsn))
     other = open_store(CFG.with_namespace("ahead"))
     tok = store.claim(0)
@@ -188,7 +171,7 @@ def test_a_new_owner_fences_the_batch_folded_ahead(pg_dsn, open_store, proxy, ad
 
 
 def test_everything_else_on_the_session_waits_for_the_commit_in_flight(pg_dsn, open_store, proxy):
-    recs = b.records(history(10))
+    recs = b.records(b.mixed_history(10))
     store = open_store(CFG.with_namespace("ahead"), dsn=proxy.dsn(pg_dsn))
     tok = store.claim(0)
     proxy.arm("hold")
