@@ -7,7 +7,6 @@ import pytest
 from amends_core.errors import (
     FenceError,
     FrontierMismatch,
-    OutboxOrderError,
     ReplayMismatch,
     SourceMismatch,
 )
@@ -95,19 +94,6 @@ def test_a_rejection_advances_the_frontier_only_with_its_quarantine_record() -> 
     s.commit(d)
     assert s.frontier(0) == 1 and [r.reason for r in s.rejections] == [RejectReason.MALFORMED]
     assert s.rejections[0].record.value == b"garbage"
-
-
-def test_outbox_sequences_are_consecutive_and_only_the_pending_row_can_be_acknowledged() -> None:
-    s = MemoryStore(CFG)
-    t = s.claim(0)
-    rows = s.process(t, record(txn(qty=-50), 0))
-    assert [r.sequence for r in rows] == [1, 2, 3]
-    with pytest.raises(OutboxOrderError):
-        s.acknowledge(0, 2)
-    s.acknowledge(0, 1)
-    assert s.pending(0) is not None and s.pending(0).sequence == 2  # type: ignore[union-attr]
-    with pytest.raises(OutboxOrderError):
-        s.acknowledge(0, 1)
 
 
 def test_snapshots_are_deep_copies() -> None:
