@@ -102,3 +102,10 @@ def mixed_history(n: int, start: int = 0) -> list[dict[str, Any]]:
         else:
             objs.append(txn(f"T{i}", qty=-(i % 7), valid=day(1 + i % 12), key=key))
     return objs
+
+
+def forged(envelope: bytes) -> bytes:
+    """An envelope with the same output ID and version but other content: a protocol violation."""
+    obj = json.loads(envelope)
+    obj["cause"]["offset"] = obj["cause"]["offset"] + 1_000_000
+    return value(obj)

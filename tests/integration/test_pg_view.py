@@ -11,7 +11,6 @@ from amends_core.ledger import Config, StockKey
 from amends_core.view import Effect, ViewState
 from amends_pipeline.postgres.errors import CommitUnknown
 from tests import builders as b
-from tests.parity.harness import forge
 
 
 def output_log(open_store, cfg, n: int = 6) -> list[bytes]:
@@ -85,7 +84,7 @@ def test_a_protocol_violation_is_durable_with_its_bytes_and_stops_only_that_part
         for r in store.process(t1, 0, b.records([b.txn("B", key=b.K2)], partition=1)).rows
     ]
     view = open_view(cfg)
-    bad = forge(out0[0])
+    bad = b.forged(out0[0])
     effects = [d.effect for d in view.apply(0, [(0, out0[0]), (1, bad), (2, out0[1])])]
     assert effects == [Effect.STORED, Effect.PROTOCOL_ERROR, Effect.STOPPED]
     row = admin.execute(

@@ -16,7 +16,6 @@ from confluent_kafka import TopicPartition
 
 from amends_core import wire
 from amends_core.ledger import Config
-from amends_core.view import Effect, ViewState
 from amends_pipeline.kafka.realbroker import RealBroker
 from amends_pipeline.kafka.topics import Reader, Writer
 from amends_pipeline.postgres.migrate import scratch_schema
@@ -25,7 +24,6 @@ from amends_pipeline.postgres.view_store import PgViewStore
 from amends_pipeline.roles.relay import RelayPartition, output_key
 from amends_pipeline.roles.view import RebuildRefused, ViewPartition, rebuild_view
 from tests import builders as b
-from tests.parity.harness import forge
 
 COMPACTING_BROKER = {
     "log.roll.ms": "300",
@@ -175,7 +173,7 @@ def test_a_rebuild_keeps_rows_clears_the_stop_and_reapplication_only_confirms_th
         end = view.frontier(0)
         # a forged record stops the partition (as a foreign producer's would)
         log = read_log(kafka_broker.bootstrap, topic, 0)
-        view.apply(0, [(end, forge(log[-1][2]))])
+        view.apply(0, [(end, b.forged(log[-1][2]))])
         assert view.stopped(0) is not None
         done = rebuild_view(view, reader, (0,))
         assert [(r.reset.frontier_before, r.log_start, r.log_end) for r in done] == [(end, 0, end)]
@@ -201,24 +199,6 @@ def test_a_batch_read_before_a_rebuild_moved_the_frontier_is_not_applied(
     # frontier past the records the rebuild has to re-apply
     assert view.apply(0, [(len(log), log[0])], start=len(log), end=len(log) + 1) == []
     assert view.progress(0) == (0, None) and view.snapshot().rows == {}
-
-
-def test_the_frontier_moves_to_the_end_of_a_range_read_even_when_its_last_offsets_hold_no_record(
-    open_store: Callable[..., PgStore], open_view: Callable[..., PgViewStore]
-) -> None:
-    cfg = b.config()
-    store = open_store(cfg)
-    log = process(store, 0, corrections(b.K1, 1)[0])
-    view = open_view(cfg)
-    # offsets 0, 3, 4 remain of [0, 9): compaction removed the others
-    recs = [(0, log[0]), (3, log[1]), (4, log[2])]
-    effects = [d.effect for d in view.apply(0, recs, start=0, end=9)]
-    assert effects == [Effect.STORED] * 3
-    assert view.frontier(0) == 9
-    ref = ViewState(cfg)
-    for off, raw in recs:
-        ref.apply(0, off, raw)
-    assert view.snapshot().rows == ref.rows
 
 
 def test_discarding_rows_is_refused_while_the_output_log_misses_its_start_and_nothing_is_reset(

@@ -357,48 +357,6 @@ def test_names_with_quotes_separators_backslashes_and_non_ascii_round_trip(make_
     assert view.projections()[odd].alerts[0].close == 4
 
 
-# ---------------------------------------------------------------- view
-
-
-def test_view_ignores_older_versions_and_a_withdrawal_version_blocks_resurrection(make_adapter):
-    a = make_adapter(b.config())
-    tok = a.claim(0)
-    v1 = a.process(tok, b.records([b.txn("A", qty=-10, valid=b.day(2))]))
-    v2 = a.process(tok, b.records([b.txn("A", 2, "CANCEL", qty=0)], start=1))
-    balance_v1, balance_v2 = v1[0], v2[0]
-    effects = a.view_apply(0, [(0, balance_v2), (1, balance_v1), (2, balance_v2), (3, v1[1])])
-    assert effects == ["stored", "stale", "duplicate", "stored"]
-    view = a.state().view
-    assert view.projections()[b.K1].balances == ()
-    assert [e.version for e in view.rows.values() if e.output_id.family.value == "balance"] == [2]
-    assert a.view_frontier(0) == 4
-    assert a.view_apply(0, [(2, balance_v1)]) == ["already-applied"]
-
-
-def test_view_equal_version_with_other_content_stops_the_partition_before_that_offset(
-    make_adapter,
-):
-    from tests.parity.harness import forge
-
-    a = make_adapter(b.config())
-    tok = a.claim(0)
-    out = a.process(tok, b.records([b.txn("A", qty=-10, valid=b.day(2))]))
-    effects = a.view_apply(0, [(0, out[0]), (1, forge(out[0])), (2, out[1])])
-    assert effects == ["stored", "protocol-error", "stopped"]
-    st = a.state().view
-    assert a.view_frontier(0) == 1
-    assert st.stopped[0].startswith("offset 1: ")
-    assert a.view_apply(0, [(1, out[1])]) == ["stopped"]
-    assert a.view_frontier(0) == 1
-
-
-def test_view_records_undecodable_bytes_as_a_protocol_error(make_adapter):
-    a = make_adapter(b.config())
-    a.view_apply(0, [(0, b"{}")])
-    assert a.view_frontier(0) == 0
-    assert "missing member" in a.state().view.stopped[0]
-
-
 # ---------------------------------------------------------------- replay and restart
 
 
