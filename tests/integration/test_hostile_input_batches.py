@@ -11,7 +11,7 @@ from amends_pipeline.kafka.topics import Writer
 from amends_pipeline.ops.provision import provision
 from amends_pipeline.ops.replay import drain
 from amends_pipeline.ops.verify import verify_namespace
-from amends_pipeline.roles.worker import BATCH_BYTES, WorkerPartition
+from amends_pipeline.roles.worker import WorkerPartition
 from amends_pipeline.runtime import Runtime
 from tests import builders as b
 
@@ -66,29 +66,3 @@ def test_a_worker_batch_ends_at_the_record_that_reaches_the_byte_budget_before_t
         assert [x.first_offset for x in samples[1:]] == [x.next_offset for x in samples[:-1]]
     drain(rt, 100)
     assert verify_namespace(rt).status.value == "PASS"
-
-
-def test_a_record_larger_than_the_byte_budget_is_a_batch_of_its_own(
-    runtime, kafka_broker: RealBroker
-) -> None:
-    rt, src, out = runtime
-    m = provision(rt, src, out).manifest
-    produce(kafka_broker.bootstrap, src, values(3))
-    with rt.store() as store, rt.reader(src) as reader:
-        w = WorkerPartition(store, reader, m, 0, batch_size=1000, batch_bytes=1, ahead=1)
-        assert [w.step().records for _ in range(4)] == [1, 1, 1, 0]
-        assert store.frontier(0) == reader.watermarks(0).high
-        assert [x.records for x in store.measurements(0)] == [1, 1, 1]
-
-
-def test_the_record_count_still_ends_a_batch_of_small_records_below_the_byte_budget(
-    runtime, kafka_broker: RealBroker
-) -> None:
-    rt, src, out = runtime
-    m = provision(rt, src, out).manifest
-    produce(kafka_broker.bootstrap, src, values(5))
-    with rt.store() as store, rt.reader(src) as reader:
-        w = WorkerPartition(store, reader, m, 0, batch_size=2, ahead=1)
-        assert w.batch_bytes == BATCH_BYTES
-        # the first scan also reads the marker message, which is not a record
-        assert [w.step().records for _ in range(4)] == [1, 2, 2, 0]
