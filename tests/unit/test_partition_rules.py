@@ -1,7 +1,8 @@
 """The partition rules every store shares (amends_core.fence, .preflight, verify.partition_reasons).
 
-Each store calls these one copy; the store tests (memory, PostgreSQL, parity)
-show the stores apply them, these show the rules themselves.
+Each store calls these one copy; the contract suites over the ports (tests/contract,
+run on the memory, PostgreSQL and simulator stores) show the stores apply them,
+these show the rules themselves.
 """
 
 from __future__ import annotations

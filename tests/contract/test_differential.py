@@ -1,10 +1,12 @@
-"""Differential parity: the PostgreSQL store must match the memory model exactly.
+"""Memory against PostgreSQL on generated histories and schedules, through the production roles.
 
 Hypothesis generates source histories (amendments, cancellations, reactivation,
 conflicts, canonical duplicates, misrouted and malformed records, overflowing
-quantities, offset gaps) and schedules (batches of every size, relay retries
-that publish twice, redelivered and forged output, ownership claims, store
-restarts). Both adapters run the same inputs; every step's observation, the
+quantities, offset gaps) and schedules (worker steps of every size, one batch
+at a time or folded ahead, relay retries that publish twice, redelivered and
+forged output, ownership claims, restarts). The worker, relay and view steps of
+``amends_core.roles`` run the same inputs over the memory adapters and over
+PgStore and PgViewStore (``schedules.Roles``); every step's observation, the
 published output logs, and the final processing and view state must be equal.
 Each example uses a fresh namespace in the test's schema.
 """
@@ -31,7 +33,8 @@ from amends_core.ledger import (
     Transaction,
 )
 from amends_pipeline.postgres import batch as pg_batch
-from tests.parity.harness import MemoryAdapter, PgAdapter, World, run_schedule
+from tests.contract.kits import MemoryKit, PgKit
+from tests.contract.schedules import Roles
 
 SOURCE = "gen-source 'v1'"
 ORIGIN = timefmt.parse_rfc3339("2026-01-01T00:00:00Z")
@@ -134,37 +137,44 @@ def steps() -> st.SearchStrategy[list[tuple[object, ...]]]:
     return st.lists(step, max_size=14)
 
 
-def assert_same(mem: MemoryAdapter, pg: PgAdapter) -> None:
-    sm, sp = mem.state(), pg.state()
-    assert sp.partitions == sm.partitions
-    assert sp.outbox == sm.outbox
-    assert sp.outputs == sm.outputs
-    assert sp.rejections == sm.rejections
-    assert sp.conflicts == sm.conflicts
-    for k in sm.keys:
-        assert sp.keys[k] == sm.keys[k], k
-    assert sp.view == sm.view
+BATCHING = st.sampled_from([(1000, 1), (2, 3)])
+"""(batch size, ahead): one batch per worker step, or small batches folded ahead of commits."""
 
 
 def run_both(
-    dsn: str, schema: str, cfg: Config, source, plan, cache: bool, copy_all: bool = False
+    dsn: str,
+    schema: str,
+    cfg: Config,
+    source: dict[int, list[Record]],
+    plan: list[tuple[object, ...]],
+    cache: bool,
+    copy_all: bool = False,
+    batching: tuple[int, int] = (1000, 1),
 ) -> None:
-    """Run memory and PostgreSQL on the same inputs and compare everything.
+    """Run the roles over memory and over PostgreSQL on the same inputs and compare everything.
 
-    ``copy_all``: write even one-row sets with COPY (the large-batch path).
+    ``copy_all``: PostgreSQL writes even one-row sets with COPY (the large-batch path).
     """
     cfg = cfg.with_namespace(f"gen-{next(_namespaces)}")
-    mem = MemoryAdapter(cfg)
-    pg = PgAdapter(dsn, schema, cfg, cache=cache)
+    size, ahead = batching
+    mem = MemoryKit(cfg)
+    pg = PgKit(dsn, schema, cfg, cache=cache)
     threshold = pg_batch.COPY_MIN_ROWS
     pg_batch.COPY_MIN_ROWS = 1 if copy_all else threshold
     try:
-        wm, wp = World(cfg, copy.deepcopy(source)), World(cfg, copy.deepcopy(source))
-        tm = run_schedule(mem, wm, plan)
-        tp = run_schedule(pg, wp, plan)
-        assert tp == tm
-        assert wp.output == wm.output
-        assert_same(mem, pg)
+        on_mem = Roles(mem, copy.deepcopy(source), batch_size=size, ahead=ahead)
+        on_pg = Roles(pg, copy.deepcopy(source), batch_size=size, ahead=ahead)
+        assert on_pg.run(plan) == on_mem.run(plan)
+        assert on_pg.output == on_mem.output
+        sm, sp = mem.state(), pg.state()
+        assert sp.partitions == sm.partitions
+        assert sp.outbox == sm.outbox
+        assert sp.outputs == sm.outputs
+        assert sp.rejections == sm.rejections
+        assert sp.conflicts == sm.conflicts
+        for k in sm.keys:
+            assert sp.keys[k] == sm.keys[k], k
+        assert pg.view_state() == mem.view_state()
     finally:
         pg_batch.COPY_MIN_ROWS = threshold
         pg.close()
@@ -176,12 +186,13 @@ def run_both(
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(
-    cfg=configs(), source=histories(), plan=steps(), cache=st.booleans(), copy_all=st.booleans()
+    cfg=configs(), source=histories(), plan=steps(), cache=st.booleans(), copy_all=st.booleans(),
+    batching=BATCHING,
 )
 def test_generated_histories_give_identical_envelopes_frontiers_quarantine_and_view(
-    pg_dsn, pg_schema, cfg, source, plan, cache, copy_all
+    pg_dsn, pg_schema, cfg, source, plan, cache, copy_all, batching
 ):
-    run_both(pg_dsn, pg_schema, cfg, source, plan, cache, copy_all)
+    run_both(pg_dsn, pg_schema, cfg, source, plan, cache, copy_all, batching)
 
 
 @settings(
@@ -206,8 +217,8 @@ FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "worked-example"
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(plan=steps())
-def test_worked_example_under_any_schedule_matches_the_memory_model(pg_dsn, pg_schema, plan):
+@given(plan=steps(), batching=BATCHING)
+def test_worked_example_under_any_schedule_matches_the_memory_model(pg_dsn, pg_schema, plan, batching):
     cfg = wire.decode_config((FIXTURE / "config.json").read_bytes())
     recs = []
     for stage in json.loads((FIXTURE / "stages.json").read_text())["stages"]:
@@ -217,4 +228,4 @@ def test_worked_example_under_any_schedule_matches_the_memory_model(pg_dsn, pg_s
             recs.append(Record(line, t.stock_key.transport_key(),
                                Coordinates(cfg.source_incarnation, 0, len(recs))))
     plan = [s for s in plan if s[0] == "restart" or s[1] == 0]
-    run_both(pg_dsn, pg_schema, cfg, {0: recs}, plan, True)
+    run_both(pg_dsn, pg_schema, cfg, {0: recs}, plan, True, batching=batching)
