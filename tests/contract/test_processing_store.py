@@ -403,7 +403,11 @@ def without_namespace(kit: Any) -> tuple[Any, ...]:
     st = kit.state()
     name = f'"namespace":"{kit.cfg.namespace}"'.encode()
     outbox = {p: [raw.replace(name, b"") for raw in rows] for p, rows in st.outbox.items()}
-    return st.partitions, outbox, st.rejections, st.conflicts, st.keys
+    outputs = {
+        (oid.family, oid.key, oid.day): (e.version, e.type, e.payload, e.cause)
+        for oid, e in st.outputs.items()
+    }
+    return st.partitions, outbox, outputs, st.rejections, st.conflicts, st.keys
 
 
 @pytest.mark.parametrize("size", [7, COPY_MIN_ROWS + 40])

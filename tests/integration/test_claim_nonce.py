@@ -15,7 +15,6 @@ import time
 import pytest
 
 from amends_core.errors import FenceError
-from amends_pipeline.postgres.errors import CommitUnknown
 from amends_pipeline.roles.worker import WorkerPartition
 from tests import builders as b
 
@@ -63,24 +62,6 @@ def test_each_claim_installs_a_fresh_nonce_with_its_epoch(open_store, admin):
     store.claim(0)
     epoch, nonce = installed(admin, store)
     assert epoch == 2 and nonce not in (None, "n-one") and len(nonce) == 32
-
-
-def test_settling_adopts_the_installed_epoch_only_under_the_claimants_own_nonce(open_store):
-    cfg = b.config()
-    mine, theirs = open_store(cfg), open_store(cfg)
-    mine.claim(0, "mine")  # landed; suppose the reply was lost
-    tok = mine.settle_claim(0, "mine")
-    assert tok is not None and tok.epoch == 1
-    other = theirs.claim(0, "theirs")  # another claimant's epoch is installed now
-    assert mine.settle_claim(0, "mine") is None
-    assert mine.observe(0) == other  # what the old rule would have adopted
-
-
-def test_a_claim_that_never_landed_is_not_adopted(open_store):
-    store = open_store(b.config())
-    assert store.settle_claim(0, "mine") is None  # epoch 0, nobody ever claimed
-    with pytest.raises(ValueError, match="nonce"):
-        store.settle_claim(0, "")
 
 
 def test_a_lost_claim_reply_with_another_claimants_epoch_installed_makes_the_worker_claim_again(
@@ -138,12 +119,3 @@ def test_a_claim_commit_lost_on_the_way_in_is_settled_then_claimed_again(
     epoch, nonce = installed(admin, store)
     assert epoch == 2 and nonce not in (None, "earlier")
     assert store.process(tok, 0, b.records([b.txn("A")])).frontier == 1
-
-
-def test_settling_takes_the_lost_claims_error_even_without_a_known_backend(open_store):
-    # settle_claim ends the backend named by the CommitUnknown; none known: nothing to end.
-    store = open_store(b.config())
-    store.claim(0, "mine")
-    err = CommitUnknown("lost", operation="claim", backend=None)
-    tok = store.settle_claim(0, "mine", err)
-    assert tok is not None and tok.epoch == 1

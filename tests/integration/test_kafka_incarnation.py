@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from amends_core.errors import FenceError, SourceMismatch
 from amends_core.ledger import RejectReason
 from amends_core.oracle import compute as oracle_compute
 from amends_core.oracle.source import gather
@@ -206,17 +205,3 @@ def test_a_worker_step_over_a_range_without_deliverable_records_still_advances_t
         assert w.step().records == 0 and store.frontier(0) == high
     drain(rt, 100)
     assert verify_namespace(rt).status.value == "PASS"
-
-
-def test_a_frontier_advance_without_records_is_fenced_like_any_batch(open_store) -> None:
-    cfg = b.config()
-    old_owner, new_owner = open_store(cfg), open_store(cfg)
-    old = old_owner.claim(0)
-    assert old_owner.process(old, 0, [], until=3).frontier == 3
-    new = new_owner.claim(0)
-    with pytest.raises(FenceError, match="replaced"):
-        old_owner.process(old, 3, [], until=7)
-    with pytest.raises(SourceMismatch, match="back"):
-        new_owner.process(new, 3, b.records([b.txn("A")], start=3), until=3)
-    assert new_owner.frontier(0) == 3
-    assert new_owner.process(new, 3, b.records([b.txn("A")], start=4), until=9).frontier == 9

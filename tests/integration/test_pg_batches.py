@@ -1,11 +1,11 @@
-"""Batches: all or nothing, state read at most once, only the repaired suffix written."""
+"""Batches in PostgreSQL: key state read at most once, only the repaired suffix written, COPY paths.
+
+All-or-nothing batches and the fence are the ProcessingStore contract (tests/contract).
+"""
 
 from __future__ import annotations
 
-import pytest
-
-from amends_core.ledger import INT64_MAX, CloseOutOfRange, ConflictRef
-from amends_pipeline.postgres.errors import BatchAborted
+from amends_core.ledger import ConflictRef
 from amends_pipeline.postgres.store import PgStore
 from tests import builders as b
 
@@ -16,27 +16,6 @@ def day_rows(admin) -> dict[int, tuple[int, str]]:
         d: (c, x)
         for d, c, x in admin.execute("SELECT day, close, xmin::text FROM key_days ORDER BY day")
     }
-
-
-def test_a_batch_with_a_failing_record_commits_nothing_and_names_the_record(open_store, admin):
-    cfg = b.config([(b.K1, INT64_MAX - 5, 0, 0)])
-    store = open_store(cfg)
-    tok = store.claim(0)
-    recs = b.records([
-        b.txn("A", qty=1, valid=b.day(1)),
-        b.txn("B", qty=9, valid=b.day(2)),  # close leaves int64
-        b.txn("C", qty=1, valid=b.day(3)),
-    ])
-    with pytest.raises(BatchAborted) as caught:
-        store.process(tok, 0, recs)
-    assert caught.value.offset == 1
-    assert isinstance(caught.value.__cause__, CloseOutOfRange)
-    for table in ("observations", "key_days", "outputs", "outbox", "quarantine", "measurements"):
-        assert admin.execute(f"SELECT count(*) FROM {table}").fetchone() == (0,), table  # noqa: S608
-    assert store.frontier(0) == 0
-    # The prefix before the failing record commits on its own; the store is not poisoned.
-    assert store.process(tok, 0, recs[:1]).frontier == 1
-    assert store.snapshot().keys[b.K1].closes == [INT64_MAX - 4]
 
 
 def test_a_tail_append_rewrites_no_earlier_day_row(open_store, admin):
@@ -163,18 +142,6 @@ def test_the_kept_cache_is_compact_and_restores_dropped_revisions_from_the_table
         e.envelope for e in c.outbox[0]
     ]
     assert w.conflicts() == c.conflicts() and len(w.conflicts()) == 2
-
-
-def test_an_empty_batch_checks_the_fence_and_changes_nothing(open_store, admin):
-    store = open_store(b.config())
-    tok = store.claim(0)
-    res = store.process(tok, 0, [])
-    assert (res.frontier, res.rows, res.accepted) == (0, (), 0)
-    store.claim(0)
-    from amends_core.errors import FenceError
-
-    with pytest.raises(FenceError):
-        store.process(tok, 0, [])
 
 
 def test_measurements_keep_cumulative_counts_and_the_latest_32_batches(open_store, admin):

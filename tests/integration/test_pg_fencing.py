@@ -27,20 +27,6 @@ def wait_until_blocked(admin, pid: int) -> None:
     raise AssertionError(f"backend {pid} never waited for a lock")
 
 
-def test_replaced_owner_cannot_commit_when_the_claim_commits_first(open_store, admin):
-    cfg = b.config()
-    old_owner = open_store(cfg)
-    new_owner = open_store(cfg)
-    old = old_owner.claim(0)
-    recs = b.records([b.txn("A"), b.txn("B")])
-    new = new_owner.claim(0)  # commits before the old owner's transaction starts
-    with pytest.raises(FenceError, match="replaced"):
-        old_owner.process(old, 0, recs)
-    assert count(admin, "observations") == 0
-    assert count(admin, "outbox") == 0
-    assert new_owner.process(new, 0, recs).frontier == 2
-
-
 def test_claim_waits_for_the_owner_holding_the_partition_lock_then_installs(open_store, admin):
     cfg = b.config()
     old_owner = open_store(cfg)
