@@ -146,30 +146,3 @@ def test_a_backend_killed_before_commit_loses_the_batch_and_says_so(open_store, 
     assert frontier_of(admin, store) == 0
     # Nothing was committed, so the same batch simply runs again on a new session.
     assert store.process(tok, 0, batch()).frontier == 2
-
-
-def test_an_unknown_claim_is_settled_by_observing_the_installed_epoch(
-    pg_dsn, open_store, proxy
-):
-    cfg = b.config()
-    store = open_store(cfg, dsn=proxy.dsn(pg_dsn))
-    first = store.claim(0)
-    proxy.arm("cut-reply")
-    box: dict[str, object] = {}
-    t = threading.Thread(target=lambda: box.update(r=_try(store.claim, 0)))
-    t.start()
-    assert proxy.commit_seen.wait(10)
-    threading.Event().wait(0.2)
-    proxy.release()
-    t.join(10)
-    assert isinstance(box["r"], CommitUnknown)
-    tok = store.observe(0)
-    assert tok.epoch in (first.epoch, first.epoch + 1)
-    assert store.process(tok, 0, batch()).frontier == 2
-
-
-def _try(fn, *args):
-    try:
-        return fn(*args)
-    except Exception as e:  # noqa: BLE001 - returned for inspection
-        return e
