@@ -1,19 +1,24 @@
-"""The adapter fixtures of the contract suites: every test runs once per adapter of its port.
+"""The adapter fixtures of the contract suites: one factory per kind of adapter.
 
-``make_kit`` gives stores (processing, outbox, view) of the kinds memory,
-postgres and sim; ``make_source`` and ``make_output`` give logs of the kinds
-memory, sim and kafka. PostgreSQL and Kafka are required, never skipped: the
-shared fixtures of tests/conftest.py fail with the reason when they are missing.
+A suite (``class ...Contract`` in a test module) runs once per subclass, and
+each subclass takes its adapters from one kind through the mixins of
+``tests.contract.kinds``. Each factory asks only for the servers its kind needs,
+so a ``[memory]`` or ``[sim]`` test never reaches PostgreSQL or Kafka and a
+``[postgres]`` or ``[kafka]`` one names ``pg_dsn`` or ``kafka_broker`` among its
+fixtures. PostgreSQL and Kafka are required, never skipped: the shared fixtures
+of tests/conftest.py fail with the reason when they are missing.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from amends_core.ledger import Config
+from amends_pipeline.kafka.realbroker import RealBroker
 from tests import builders as b
 from tests.contract.kits import MemoryKit, PgKit, SimKit
 from tests.contract.logs import (
@@ -25,8 +30,10 @@ from tests.contract.logs import (
     SimSourceKit,
 )
 
+Factory = Callable[..., Any]
 
-def _factory(request: pytest.FixtureRequest, build: Callable[..., Any]) -> Iterator[Callable[..., Any]]:
+
+def _factory(build: Factory) -> Iterator[Factory]:
     made: list[Any] = []
 
     def make(*args: Any, **kw: Any) -> Any:
@@ -39,49 +46,68 @@ def _factory(request: pytest.FixtureRequest, build: Callable[..., Any]) -> Itera
         kit.close()
 
 
-@pytest.fixture(params=["memory", "postgres", "sim"])
-def make_kit(request: pytest.FixtureRequest) -> Iterator[Callable[..., Any]]:
-    """``make_kit(cfg)``: the processing store, outbox and view store of this test's kind."""
-
-    def build(cfg: Config, **kw: Any) -> Any:
-        if request.param == "memory":
-            return MemoryKit(cfg)
-        if request.param == "sim":
-            return SimKit(cfg)
-        dsn, schema = request.getfixturevalue("pg_dsn"), request.getfixturevalue("pg_schema")
-        return PgKit(dsn, schema, cfg, **kw)
-
-    yield from _factory(request, build)
+# ---------------------------------------------------------------- stores: make(cfg)
 
 
-@pytest.fixture(params=["memory", "sim", "kafka"])
-def make_source(request: pytest.FixtureRequest) -> Iterator[Callable[..., Any]]:
-    """``make_source(cfg=None)``: partition 0 of an empty source log of this test's kind."""
-
-    def build(cfg: Config | None = None) -> Any:
-        cfg = cfg or b.config()
-        if request.param == "memory":
-            return MemorySourceKit(cfg)
-        if request.param == "sim":
-            return SimSourceKit(cfg)
-        return KafkaSourceKit(
-            cfg, request.getfixturevalue("pg_dsn"), request.getfixturevalue("pg_schema"),
-            request.getfixturevalue("kafka_broker"), request.getfixturevalue("topic_name"),
-        )
-
-    yield from _factory(request, build)
+@pytest.fixture
+def memory_stores() -> Iterator[Factory]:
+    yield from _factory(MemoryKit)
 
 
-@pytest.fixture(params=["memory", "sim", "kafka"])
-def make_output(request: pytest.FixtureRequest) -> Iterator[Callable[..., Any]]:
-    """``make_output(partitions=1)``: an empty output log of this test's kind."""
+@pytest.fixture
+def sim_stores() -> Iterator[Factory]:
+    yield from _factory(SimKit)
 
-    def build(partitions: int = 1) -> Any:
-        if request.param == "memory":
-            return MemoryOutputKit(partitions)
-        if request.param == "sim":
-            return SimOutputKit(partitions)
-        topic = request.getfixturevalue("topic_name")("output")
-        return KafkaOutputKit(partitions, request.getfixturevalue("kafka_broker"), topic)
 
-    yield from _factory(request, build)
+@pytest.fixture
+def postgres_stores(pg_dsn: str, pg_schema: str) -> Iterator[Factory]:
+    def build(cfg: Config, **kw: Any) -> PgKit:
+        return PgKit(pg_dsn, pg_schema, cfg, **kw)
+
+    yield from _factory(build)
+
+
+# ---------------------------------------------------------------- source logs: make(cfg=None)
+
+
+@pytest.fixture
+def memory_sources() -> Iterator[Factory]:
+    yield from _factory(lambda cfg=None: MemorySourceKit(cfg or b.config()))
+
+
+@pytest.fixture
+def sim_sources() -> Iterator[Factory]:
+    yield from _factory(lambda cfg=None: SimSourceKit(cfg or b.config()))
+
+
+@pytest.fixture
+def kafka_sources(
+    pg_dsn: str, pg_schema: str, kafka_broker: RealBroker, topic_name: Callable[[str], str]
+) -> Iterator[Factory]:
+    def build(cfg: Config | None = None) -> KafkaSourceKit:
+        return KafkaSourceKit(cfg or b.config(), pg_dsn, pg_schema, kafka_broker, topic_name)
+
+    yield from _factory(build)
+
+
+# ---------------------------------------------------------------- output logs: make(partitions=1)
+
+
+@pytest.fixture
+def memory_outputs() -> Iterator[Factory]:
+    yield from _factory(MemoryOutputKit)
+
+
+@pytest.fixture
+def sim_outputs() -> Iterator[Factory]:
+    yield from _factory(SimOutputKit)
+
+
+@pytest.fixture
+def kafka_outputs(kafka_broker: RealBroker, topic_name: Callable[[str], str]) -> Iterator[Factory]:
+    numbers = itertools.count()
+
+    def build(partitions: int = 1) -> KafkaOutputKit:
+        return KafkaOutputKit(partitions, kafka_broker, topic_name(f"output{next(numbers)}"))
+
+    yield from _factory(build)
