@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-16)
 
 
-.PHONY: setup venv postgres kafka chromium dagster up demo test test-unit lint bench fuzz-nightly sim-nightly clean
+.PHONY: setup venv postgres kafka chromium dagster up demo test check test-unit test-nightly lint bench fuzz-nightly sim-nightly clean
 
 setup: venv postgres kafka
 
@@ -41,11 +41,28 @@ up: setup
 demo: setup
 	$(VENV)/bin/amends demo
 
+# Test tiers (docs/testing.md). TEST_WORKERS pytest-xdist workers, each with its own database and
+# broker; most of the suite waits on processes, so two workers on two CPUs pay.
+TEST_WORKERS ?= 2
+PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal
+
+# Every kind of test (what CI runs, the README's command), the 20 slowest named at the end.
 test: setup chromium
-	$(PY) -m pytest
+	$(PYTEST) --durations=20
+
+# Lint, then the fast tier: unit tests that are not slow (no server, under 3 minutes).
+check: lint
+	$(PYTEST) -m "unit and not slow" -q
 
 test-unit: venv
-	$(PY) -m pytest tests/unit
+	$(PYTEST) -m unit
+
+# The long sizes (hours on 2 CPUs; not part of `make test`): property tests and the ahead soak with
+# raised counts, then the atheris and Hypothesis fuzzing and the simulator soak below.
+test-nightly: setup
+	AMENDS_PROPERTY_EXAMPLES=3000 AMENDS_SIM_RUNS=20000 AMENDS_SIM_AHEAD_RUNS=20000 \
+		$(PY) -m pytest -q -p no:cacheprovider --timeout 14400 tests/unit/test_properties.py tests/unit/test_sim_soak.py
+	$(MAKE) fuzz-nightly sim-nightly
 
 lint: venv
 	$(VENV)/bin/ruff check amends_core amends_pipeline tests benchmarks

@@ -11,8 +11,10 @@ database someone made by hand.
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
+import sys
 from collections.abc import Callable, Iterator, Mapping
 
 import pytest
@@ -27,6 +29,7 @@ from amends_pipeline.postgres.ensure import (
 )
 from amends_pipeline.postgres.errors import StoreUnavailable
 from amends_pipeline.postgres.migrate import scratch_schema
+from tests import leftovers
 
 
 @pytest.fixture(scope="session")
@@ -96,3 +99,61 @@ def topic_name(request: pytest.FixtureRequest) -> Callable[[str], str]:
         return f"{base}-{tag}-{role}"
 
     return name
+
+
+# ---------------------------------------------------------------- tiers
+
+
+SERVICE_FIXTURES = frozenset({"pg_dsn", "kafka_broker", "make_broker"})
+"""Fixtures that reach a real server: a test using any of them is at least ``integration``."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Give every test exactly one tier marker (``unit``, ``integration`` or ``e2e``), slow tests first.
+
+    ``tests/unit``, ``tests/integration`` and ``tests/e2e`` name their tier; elsewhere (the
+    contract suites) a test that reaches PostgreSQL or Kafka through the fixtures above is
+    integration and any other is unit. ``slow`` is set by hand on tests that take more than
+    about 10 s here (docs/testing.md). Slow tests run first, so that with several workers
+    the run does not end waiting on one long test that started last.
+    """
+    for item in items:
+        parts = set(item.path.relative_to(config.rootpath).parts)
+        tier = next((t for t in ("e2e", "integration", "unit") if t in parts), None)
+        if tier is None:
+            tier = "integration" if SERVICE_FIXTURES & set(getattr(item, "fixturenames", ())) else "unit"
+        item.add_marker(getattr(pytest.mark, tier))
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+# ---------------------------------------------------------------- leftovers
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Make the controlling pytest process the reaper of every orphan the run leaves.
+
+    A process a test starts that outlives its parent (a broker's JVM, a daemon's code
+    server, a server that forked into the background) is re-parented here instead of to
+    init, so the session-end check below finds it among this process's descendants.
+    """
+    if not hasattr(config, "workerinput"):
+        leftovers.become_subreaper()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run, naming each one, when a process the tests started is still running."""
+    if hasattr(session.config, "workerinput"):
+        return
+    left = leftovers.wait_for_descendants(os.getpid(), grace_s=15.0)
+    if not left:
+        return
+    lines = [f"  pid {p.pid}: {p.what}: {p.cmdline[:160]}" for p in left]
+    leftovers.kill(left)
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    text = "the test run left processes running (killed now):\n" + "\n".join(lines)
+    if reporter is not None:
+        reporter.write_line(text, red=True, bold=True)
+    else:
+        print(text, file=sys.stderr)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -52,14 +52,18 @@ class Dagster:
         log.close()
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
-        if self.proc is None or self.proc.poll() is not None:
+        """Signal the daemon's whole process group and wait until every member has ended.
+
+        The code server the daemon starts lives in the same group and may outlive the
+        daemon (it waits for its run executions); it must be gone before the fixture
+        drops the Dagster database under it, so after a grace period it is killed.
+        """
+        if self.proc is None:
             return
-        os.killpg(self.proc.pid, sig)
-        try:
-            self.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(30)
+        _signal_group(self.proc.pid, sig)
+        if not _group_gone(self.proc, 60):
+            _signal_group(self.proc.pid, signal.SIGKILL)
+            assert _group_gone(self.proc, 30), f"process group {self.proc.pid} survived SIGKILL"
 
     def log_tail(self) -> str:
         return (self.home / "daemon.log").read_text(errors="replace")[-3000:]
@@ -67,6 +71,26 @@ class Dagster:
     def instance(self) -> dg.DagsterInstance:
         os.environ["AMENDS_DAGSTER_PG_URL"] = self.env["AMENDS_DAGSTER_PG_URL"]
         return dg.DagsterInstance.from_config(str(self.home))
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _group_gone(leader: subprocess.Popen[bytes], timeout_s: float) -> bool:
+    """Whether every process of the leader's group has ended within ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        leader.poll()  # a zombie leader keeps its group alive until it is reaped
+        try:
+            os.killpg(leader.pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.2)
+    return False
 
 
 @pytest.fixture
@@ -130,6 +154,7 @@ def _certified_matches(p: Pipeline, want: dict[str, Any]) -> bool:
     return [(d, c) for d, c in rows] == [(b["day"], b["close"]) for b in want["balances"]]
 
 
+@pytest.mark.slow
 def test_the_daemon_processes_each_stage_by_sensors_alone_and_survives_its_own_sigkill(
     under_dagster: tuple[Pipeline, Dagster],
 ) -> None:
@@ -164,6 +189,7 @@ def test_the_daemon_processes_each_stage_by_sensors_alone_and_survives_its_own_s
             assert len(mats) >= 3, key
 
 
+@pytest.mark.slow
 def test_a_rebuild_by_dagster_backfill_verifies_and_leaves_the_original_untouched(
     under_dagster: tuple[Pipeline, Dagster],
 ) -> None:

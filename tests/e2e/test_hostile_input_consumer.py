@@ -279,6 +279,7 @@ def test_a_header_name_that_is_not_utf8_after_many_messages_with_headers_never_c
     ],
     ids=["invalid-utf8", "deep-array", "deep-object"],
 )
+@pytest.mark.slow
 def test_an_undecodable_output_message_stops_its_partition_with_a_diagnostic_and_never_crash_loops(
     pipeline: Pipeline, garbage: bytes, problem: str
 ) -> None:

@@ -14,6 +14,7 @@ import hashlib
 import json
 
 import psycopg
+import pytest
 from psycopg import sql
 
 from amends_core.ledger import INT64_MAX
@@ -63,6 +64,7 @@ def worker(p: Pipeline):  # type: ignore[no-untyped-def]
     return p.run("role", "worker", "--config", str(p.config), "--until-idle", "--quiet")
 
 
+@pytest.mark.slow
 def test_an_operator_skips_the_record_a_partition_stops_on_and_verification_lists_it(
     pipeline: Pipeline,
 ) -> None:

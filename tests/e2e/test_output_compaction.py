@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
@@ -206,6 +207,7 @@ def test_provision_refuses_an_existing_output_topic_that_is_not_compacted(pipeli
 # ---------------------------------------------------------------- real compaction
 
 
+@pytest.mark.slow
 def test_the_compacted_output_log_keeps_only_the_latest_envelope_per_output_id_and_a_view_rebuilt_from_it_equals_the_original(  # noqa: E501
     pipeline_on: Callable[..., Pipeline],
 ) -> None:
@@ -275,6 +277,7 @@ def test_records_of_a_compacted_output_topic_cannot_be_deleted_so_the_view_never
     assert p.verify().returncode == 0
 
 
+@pytest.mark.slow
 def test_a_view_that_hit_output_lost_recovers_with_view_rebuild_and_verification_is_accepted(
     pipeline: Pipeline,
 ) -> None:
@@ -315,6 +318,7 @@ def test_a_view_that_hit_output_lost_recovers_with_view_rebuild_and_verification
     role(p, "view")  # the view role carries on normally afterwards
 
 
+@pytest.mark.slow
 def test_a_rebuild_cannot_bring_back_outputs_deleted_before_the_view_applied_them_and_verify_says_so(
     pipeline: Pipeline,
 ) -> None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+
 from tests.e2e.conftest import FIXTURE, Pipeline
 
 CFG = str(FIXTURE / "config.json")
@@ -26,6 +28,7 @@ def expected_view(stage: int) -> dict[str, object]:
     return json.loads((FIXTURE / "expected" / name).read_text())["view"]
 
 
+@pytest.mark.slow
 def test_the_three_fixture_stages_flow_through_real_processes_and_verify_pass(pipeline: Pipeline) -> None:
     p = pipeline
     p.provision()
@@ -42,6 +45,7 @@ def test_the_three_fixture_stages_flow_through_real_processes_and_verify_pass(pi
     assert r.returncode == 0 and "PASS" in r.stdout
 
 
+@pytest.mark.slow
 def test_verify_is_incomplete_until_every_role_has_caught_up(pipeline: Pipeline) -> None:
     p = pipeline
     p.provision()
@@ -58,6 +62,7 @@ def test_verify_is_incomplete_until_every_role_has_caught_up(pipeline: Pipeline)
     assert p.verify().returncode == 0
 
 
+@pytest.mark.slow
 def test_rejections_and_conflicts_verify_only_against_an_exact_manifest(pipeline: Pipeline) -> None:
     p = pipeline
     p.provision()
@@ -99,6 +104,7 @@ def test_rejections_and_conflicts_verify_only_against_an_exact_manifest(pipeline
     assert p.verify("--expect", str(expect)).returncode == 0
 
 
+@pytest.mark.slow
 def test_relay_and_view_ride_out_a_broker_outage_and_request_errors(mock_pipeline: Pipeline) -> None:
     # Mock cluster: a real broker cannot be made to answer Produce and Fetch with
     # NOT_LEADER_FOR_PARTITION or REQUEST_TIMED_OUT on demand.
@@ -152,6 +158,7 @@ def test_a_recreated_source_topic_is_refused_not_reprocessed(pipeline: Pipeline)
     assert r.returncode == 1 and "INCOMPLETE" in r.stdout
 
 
+@pytest.mark.slow
 def test_replay_of_a_consumed_interval_and_a_rebuild_into_a_fresh_namespace(pipeline: Pipeline) -> None:
     p = pipeline
     p.provision()
@@ -185,6 +192,7 @@ def test_commands_fail_with_one_line_on_a_wrong_dsn_or_missing_bootstrap(pipelin
     assert r.returncode == 2 and "AMENDS_KAFKA_BOOTSTRAP" in r.stderr
 
 
+@pytest.mark.slow
 def test_load_and_rebuild_report_progress_on_stderr_and_machine_readable_results_on_stdout(pipeline: Pipeline) -> None:
     p = pipeline
     p.provision()

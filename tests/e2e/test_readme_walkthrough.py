@@ -15,6 +15,8 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from amends_pipeline.postgres.migrate import scratch_schema
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,6 +37,7 @@ def _alive(pid: int) -> bool:
     return stat.split(")")[-1].split()[0] != "Z"
 
 
+@pytest.mark.slow
 def test_the_readme_walkthrough_runs_verifies_and_stops_everything_it_started(
     pg_dsn: str, tmp_path: Path
 ) -> None:

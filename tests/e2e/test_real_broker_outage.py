@@ -176,6 +176,7 @@ def bulk_config(p: Pipeline) -> None:
     (p.tmp / "bulk.jsonl").write_text("\n".join(lines) + "\n")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", SIGNALS)
 def test_busy_roles_survive_a_broker_stopped_mid_backlog_and_the_view_ends_as_expected(
     pipeline_on: Callable[..., Pipeline], sig: signal.Signals
@@ -195,6 +196,7 @@ def test_busy_roles_survive_a_broker_stopped_mid_backlog_and_the_view_ends_as_ex
         assert roles.stop() == dict.fromkeys(ROLES, 0), roles.report()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", SIGNALS)
 def test_idle_roles_survive_a_broker_outage_between_stages_and_every_stage_verifies(
     pipeline_on: Callable[..., Pipeline], sig: signal.Signals

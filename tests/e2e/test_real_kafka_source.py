@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
+import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
@@ -137,6 +138,7 @@ def stop(proc: subprocess.Popen[str]) -> None:
 # ---------------------------------------------------------------- incarnation
 
 
+@pytest.mark.slow
 def test_a_recreated_source_topic_is_refused_by_topic_id_naming_both_ids_even_with_a_copied_marker(
     pipeline: Pipeline,
 ) -> None:
@@ -164,6 +166,7 @@ def test_a_recreated_source_topic_is_refused_by_topic_id_naming_both_ids_even_wi
 # ---------------------------------------------------------------- time retention
 
 
+@pytest.mark.slow
 def test_time_retention_deleting_the_marker_segment_keeps_the_worker_running_and_verification_passes(
     pipeline: Pipeline,
 ) -> None:
@@ -186,6 +189,7 @@ def test_time_retention_deleting_the_marker_segment_keeps_the_worker_running_and
     assert report["status"] == "PASS" and code == 0, report
 
 
+@pytest.mark.slow
 def test_time_retention_deleting_consumed_records_keeps_the_worker_running_and_makes_verification_incomplete(
     pipeline: Pipeline,
 ) -> None:
@@ -214,6 +218,7 @@ def test_time_retention_deleting_consumed_records_keeps_the_worker_running_and_m
 # ---------------------------------------------------------------- the marker header
 
 
+@pytest.mark.slow
 def test_a_message_with_a_forged_marker_header_is_quarantined_with_its_reason_and_shown_by_verification(
     pipeline: Pipeline,
 ) -> None:
@@ -234,6 +239,7 @@ def test_a_message_with_a_forged_marker_header_is_quarantined_with_its_reason_an
 # ---------------------------------------------------------------- gaps in offsets
 
 
+@pytest.mark.slow
 def test_a_transactional_upstream_producer_has_its_aborted_records_never_applied_and_the_frontier_reaches_the_end(
     pipeline: Pipeline,
 ) -> None:
@@ -270,6 +276,7 @@ def test_a_transactional_upstream_producer_has_its_aborted_records_never_applied
     assert report["status"] == "PASS" and code == 0, report
 
 
+@pytest.mark.slow
 def test_a_compacted_source_topic_with_gaps_is_read_to_its_end_and_verification_passes(
     pipeline: Pipeline,
 ) -> None:

@@ -127,6 +127,7 @@ def topic_bytes(bootstrap: str, topic: str) -> bytes:
     return b"\n".join(out)
 
 
+@pytest.mark.slow
 def test_a_secret_in_the_configuration_never_appears_in_any_output_or_in_storage(
     pipeline: Pipeline, pg_dsn: str, login_role: str, tmp_path: Path, kafka_broker: RealBroker
 ) -> None:

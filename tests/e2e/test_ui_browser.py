@@ -91,6 +91,7 @@ def _value(page: Page, key: str) -> Locator:
     return _row(page, key).locator("td").last
 
 
+@pytest.mark.slow
 def test_the_ui_shows_the_asset_graph_refold_records_a_passing_verification_and_the_balance_chart(
     pg_dsn: str, tmp_path: Path, browser: Browser
 ) -> None:

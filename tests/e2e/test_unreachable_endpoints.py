@@ -127,6 +127,7 @@ def assert_fails_in_one_line(
     return lines[-1]
 
 
+@pytest.mark.slow
 def test_an_unreachable_kafka_ends_every_command_with_exit_2_in_one_line(pipeline: Pipeline) -> None:
     p = pipeline
     fresh = processed(p)
@@ -147,6 +148,7 @@ def test_an_unreachable_kafka_ends_every_command_with_exit_2_in_one_line(pipelin
             assert "start the broker or point AMENDS_KAFKA_BOOTSTRAP at the address it listens on" in line
 
 
+@pytest.mark.slow
 def test_an_unreachable_postgres_ends_every_command_with_exit_2_in_one_line(pipeline: Pipeline) -> None:
     p = pipeline
     fresh = processed(p)
@@ -159,6 +161,7 @@ def test_an_unreachable_postgres_ends_every_command_with_exit_2_in_one_line(pipe
             assert "start PostgreSQL or point AMENDS_PG_DSN at a running server" in line, line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [("verify",), ("role", "worker")], ids=["verify", "role-worker"])
 def test_an_address_that_never_answers_is_given_up_on_within_the_connect_timeouts(
     pipeline: Pipeline, args: tuple[str, ...]
@@ -177,6 +180,7 @@ def test_an_address_that_never_answers_is_given_up_on_within_the_connect_timeout
         assert f"PostgreSQL {address}/amends: cannot connect: no answer within 5s" in line, line
 
 
+@pytest.mark.slow
 def test_a_stopped_broker_ends_new_commands_fast_while_a_running_role_rides_it_out_quietly(
     pipeline_on: Callable[..., Pipeline],
 ) -> None:
@@ -214,6 +218,7 @@ def test_a_stopped_broker_ends_new_commands_fast_while_a_running_role_rides_it_o
     assert len([line for line in lines if "transient failure" in line]) <= 9, text
 
 
+@pytest.mark.slow
 def test_verbose_shows_every_client_log_line_redacted_and_debug_only_a_summary(pipeline: Pipeline) -> None:
     p = pipeline
     processed(p)

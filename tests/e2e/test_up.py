@@ -13,12 +13,15 @@ import signal
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from tests.e2e.up_process import alive, source_end, up_session
 
 WORKED_EXAMPLE_STAGE_1_END = 4
 """The source end after the worked example's first stage: the marker and three records."""
 
 
+@pytest.mark.slow
 def test_up_serves_the_ui_passes_verification_live_and_sigterm_stops_every_child_with_exit_0(
     pg_dsn: str, tmp_path: Path
 ) -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.e2e.conftest import FIXTURE, Pipeline
 
 CFG = str(FIXTURE / "config.json")
@@ -36,6 +38,7 @@ def write(p: Pipeline, name: str, doc: object) -> str:
     return str(path)
 
 
+@pytest.mark.slow
 def test_a_wrong_expect_prints_the_missing_and_unexpected_entries(pipeline: Pipeline) -> None:
     p = pipeline
     with_exclusions(p)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import socket
 
+import pytest
 from confluent_kafka import Producer
 
 from tests.e2e.conftest import Pipeline
@@ -41,6 +42,7 @@ def view(p: Pipeline, *extra: str) -> tuple[int, str, str]:
     return r.returncode, r.stdout, r.stderr
 
 
+@pytest.mark.slow
 def test_a_view_that_lost_its_place_is_marked_stopped_and_not_certified_until_rebuilt(
     pipeline: Pipeline,
 ) -> None:
@@ -95,6 +97,7 @@ def test_a_view_that_lost_its_place_is_marked_stopped_and_not_certified_until_re
     assert p.verify().returncode == 0
 
 
+@pytest.mark.slow
 def test_a_lagging_view_is_marked_with_its_lag_and_not_certified_until_the_view_role_catches_up(
     pipeline: Pipeline,
 ) -> None:

@@ -8,9 +8,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from benchmarks.run import SUITES, main
 
 
+@pytest.mark.slow
 def test_the_tiny_benchmark_run_writes_both_report_files(tmp_path: Path) -> None:
     out = tmp_path / "benchmarks.md"
     assert main(["--tiny", "--out", str(out)]) == 0  # every suite, tiny sizes

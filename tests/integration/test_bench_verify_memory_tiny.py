@@ -20,6 +20,7 @@ def test_verify_memory_is_opt_in_and_not_part_of_the_default_run() -> None:
     assert "verify-memory" in OPT_IN and "verify-memory" not in SUITES
 
 
+@pytest.mark.slow
 def test_the_tiny_verify_memory_benchmark_measures_verify_now_and_from_a_baseline_checkout(
     tmp_path: Path, pg_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

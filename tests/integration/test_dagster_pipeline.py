@@ -100,6 +100,7 @@ def _materialized(result: dg.ExecuteInProcessResult) -> set[str]:
     return {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
 
 
+@pytest.mark.slow
 def test_each_worked_example_stage_refolds_relays_applies_verifies_and_certifies(harness: Harness) -> None:
     h = harness
     for i, stage in enumerate(STAGES):
@@ -123,6 +124,7 @@ def test_each_worked_example_stage_refolds_relays_applies_verifies_and_certifies
         assert h.certified() == _expected(i), f"stage {i + 1}"
 
 
+@pytest.mark.slow
 def test_a_corrupted_view_row_fails_the_check_with_that_row_and_blocks_certification(harness: Harness) -> None:
     h = harness
     h.load(STAGES[0])

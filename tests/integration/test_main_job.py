@@ -21,6 +21,7 @@ def _demo(pg_dsn: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([AMENDS, "demo", *args], env=env, capture_output=True, text=True, timeout=300, check=False)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("broker", ["real", "dev"])
 def test_amends_demo_prints_three_stages_with_pass_through_dagster_and_exits_0(pg_dsn: str, broker: str) -> None:
     r = _demo(pg_dsn, "--broker", broker)
@@ -36,6 +37,7 @@ def test_amends_demo_prints_three_stages_with_pass_through_dagster_and_exits_0(p
     assert len(steps) == 12  # load, refold, relay, boundary per stage: a progress line per step
 
 
+@pytest.mark.slow
 def test_amends_demo_json_reports_each_stage_view_and_changes(pg_dsn: str) -> None:
     r = _demo(pg_dsn, "--broker", "dev", "--json", "--quiet")
     assert r.returncode == 0, r.stderr[-3000:]
@@ -46,6 +48,7 @@ def test_amends_demo_json_reports_each_stage_view_and_changes(pg_dsn: str) -> No
     assert r.stderr.strip() == "" or "]" not in r.stderr  # --quiet: no progress lines
 
 
+@pytest.mark.slow
 def test_the_main_job_leaves_no_schema_behind(pg_dsn: str) -> None:
     import psycopg
 

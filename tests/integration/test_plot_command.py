@@ -78,6 +78,7 @@ def plot(h: Harness, *args: str, cwd: Path, config: str = CONFIG) -> subprocess.
     )
 
 
+@pytest.mark.slow
 def test_each_certified_materialization_embeds_the_chart_of_what_it_certified(h: Harness) -> None:
     md1 = run_stage(h, STAGES[0])
     assert [png_size(p) for p in embedded_pngs(md1)] == [(800, 400)]
@@ -94,6 +95,7 @@ def test_each_certified_materialization_embeds_the_chart_of_what_it_certified(h:
         " withdrawn balance 2026-01-03 (was 100); withdrawn alert 2026-01-01 (close 50 below 60))" in md3
 
 
+@pytest.mark.slow
 def test_the_live_chart_shows_each_correction_against_the_value_it_replaced(h: Harness, tmp_path: Path) -> None:
     for stage in STAGES:
         run_stage(h, stage)

@@ -9,6 +9,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from amends_pipeline.kafka.realbroker import RealBroker, fetch
 from amends_pipeline.kafka.topics import Reader, Writer
 
@@ -38,6 +40,7 @@ def test_the_shared_broker_stores_and_serves_messages(kafka_broker: RealBroker, 
     assert _roundtrip(kafka_broker.bootstrap, t, [b"a", b"b"]) == [b"a", b"b"]
 
 
+@pytest.mark.slow
 def test_a_killed_broker_restarts_on_the_same_port_with_its_data_and_topic_id(
     make_broker: Callable[..., RealBroker],
 ) -> None:
@@ -51,6 +54,7 @@ def test_a_killed_broker_restarts_on_the_same_port_with_its_data_and_topic_id(
     assert _roundtrip(b.bootstrap, "kept", [b"y"]) == [b"x", b"y"]
 
 
+@pytest.mark.slow
 def test_amends_kafka_start_prints_a_bootstrap_and_stop_ends_the_broker(tmp_path: Path) -> None:
     d = tmp_path / "k"
     r = subprocess.run(

@@ -202,6 +202,7 @@ def test_the_pipeline_runs_through_a_sasl_listener_with_credentials_from_the_con
     run_whole_pipeline(p)
 
 
+@pytest.mark.slow
 def test_a_wrong_sasl_password_ends_every_kafka_command_with_exit_2_in_one_line_without_the_password(
     secured_broker: RealBroker, pg_dsn: str, schema: str, tmp_path: Path, kafka_config: Callable[..., Path]
 ) -> None:
@@ -252,6 +253,7 @@ def test_a_client_without_sasl_settings_cannot_use_the_sasl_listener(
 # ---------------------------------------------------------------- Kafka: TLS
 
 
+@pytest.mark.slow
 def test_the_pipeline_runs_through_a_mutual_tls_listener_with_an_encrypted_client_key(
     secured_broker: RealBroker, pg_dsn: str, schema: str, tmp_path: Path, tls: Path,
     kafka_config: Callable[..., Path],
@@ -370,6 +372,7 @@ def test_every_kafka_client_of_the_pipeline_is_made_by_the_runtime() -> None:
 # ---------------------------------------------------------------- PostgreSQL
 
 
+@pytest.mark.slow
 def test_commands_work_with_a_password_role_over_tls(
     login_role: LoginRole, kafka_broker: RealBroker, schema: str, tmp_path: Path
 ) -> None:

@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -187,6 +188,7 @@ def test_oracle_and_incremental_engine_agree_on_generated_histories(
     check_agreement(by_partition)
 
 
+@pytest.mark.slow
 @MANY
 @given(histories())
 def test_oracle_and_incremental_engine_agree_on_thousands_of_histories(

@@ -8,6 +8,7 @@ wrong transport keys and conflicts.
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 from amends_core.ledger import CloseOutOfRange, Record
@@ -23,6 +24,7 @@ def outcome(fn: object, *args: object) -> object:
     return (r.result, r.rejections, dict(r.reason_counts))
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
 @given(histories())
 def test_the_oracle_one_partition_at_a_time_equals_the_oracle_over_all_partitions(

@@ -38,6 +38,7 @@ def outcome(by_partition: dict[int, object]) -> object:
     return (r.result, r.rejections, dict(r.reason_counts))
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
 @given(histories(), st.data())
 def test_columns_and_records_give_the_same_result(by_partition: dict[int, list[Record]], data: st.DataObject) -> None:

@@ -263,6 +263,7 @@ def test_oracle_decoder_agrees_with_wire_on_byte_mutations(values: list[bytes]) 
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
+@pytest.mark.slow
 @given(st.lists(mutated(), min_size=1, max_size=10))
 def test_oracle_decoder_agrees_with_wire_on_many_byte_mutations(values: list[bytes]) -> None:
     agree(values)

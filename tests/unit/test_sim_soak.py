@@ -18,6 +18,8 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 
+import pytest
+
 from amends_core.sim.run import SoakSummary, soak_chunk
 
 RUNS = int(os.environ.get("AMENDS_SIM_RUNS", "5000"))
@@ -50,12 +52,14 @@ def _soak(runs: int, ahead: int = 1) -> SoakSummary:
     return total
 
 
+@pytest.mark.slow
 def test_five_thousand_generated_fault_schedules_show_no_safety_violation_and_the_expected_verdicts() -> None:
     if "AMENDS_SIM_RUNS" not in os.environ:
         assert RUNS >= 5000
     _soak(RUNS)
 
 
+@pytest.mark.slow
 def test_schedules_whose_worker_steps_run_two_batches_show_no_safety_violation() -> None:
     """The same seeds with ``Worker(ahead=2)``: a step folds its second batch while the first
     commits, and the armed fate falls on either commit (see ``amends_core.sim.model``)."""
