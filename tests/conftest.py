@@ -14,7 +14,9 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import shutil
 import sys
+import tempfile
 from collections.abc import Callable, Iterator, Mapping
 
 import pytest
@@ -28,8 +30,8 @@ from amends_pipeline.postgres.ensure import (
     with_dbname,
 )
 from amends_pipeline.postgres.errors import StoreUnavailable
-from amends_pipeline.postgres.migrate import scratch_schema
 from tests import leftovers
+from tests.schema_pool import SchemaPool
 
 
 @pytest.fixture(scope="session")
@@ -51,12 +53,27 @@ def pg_dsn() -> Iterator[str]:
     drop_database(base, name)
 
 
+@pytest.fixture(scope="session")
+def schema_pool(pg_dsn: str) -> Iterator[SchemaPool]:
+    """Migrated schemas of this run (this worker), handed to one test at a time and emptied between."""
+    pool = SchemaPool(pg_dsn)
+    yield pool
+    pool.close()
+
+
 @pytest.fixture
-def pg_schema(pg_dsn: str, request: pytest.FixtureRequest) -> Iterator[str]:
-    """A freshly migrated schema of its own, dropped after the test."""
-    layer = request.path.parent.name[:4]
-    with scratch_schema(pg_dsn, f"t_{layer}") as schema:
+def pg_schema(schema_pool: SchemaPool) -> Iterator[str]:
+    """A migrated schema holding no data, for this test alone.
+
+    Migrating a schema per test cost about a third of a second each; a schema from the
+    pool is emptied instead (``SchemaPool``). Tests of migration itself use
+    ``scratch_schema`` directly.
+    """
+    schema = schema_pool.lease()
+    try:
         yield schema
+    finally:
+        schema_pool.give_back(schema)
 
 
 @pytest.fixture(scope="session")
@@ -130,22 +147,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Make the controlling pytest process the reaper of every orphan the run leaves.
+    """Mark every process the run starts from now on, so the session-end check finds it.
 
-    A process a test starts that outlives its parent (a broker's JVM, a daemon's code
-    server, a server that forked into the background) is re-parented here instead of to
-    init, so the session-end check below finds it among this process's descendants.
+    The controlling pytest process puts the run's token into its environment before any
+    worker or test starts (``tests/leftovers.py``); workers and tests inherit it.
     """
     if not hasattr(config, "workerinput"):
-        leftovers.become_subreaper()
+        config.stash[RUN_TOKEN] = leftovers.mark_run()
+        # Snapshot tables of the run's processes go to a folder of the run, not the checkout's var/.
+        if "AMENDS_SNAPSHOT_URI" not in os.environ:
+            os.environ["AMENDS_SNAPSHOT_URI"] = tempfile.mkdtemp(prefix="amends-test-snapshots-")
+            config.add_cleanup(lambda: shutil.rmtree(os.environ.pop("AMENDS_SNAPSHOT_URI"), ignore_errors=True))
+
+
+RUN_TOKEN = pytest.StashKey[str]()
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Fail the run, naming each one, when a process the tests started is still running."""
-    if hasattr(session.config, "workerinput"):
+    if hasattr(session.config, "workerinput") or RUN_TOKEN not in session.config.stash:
         return
-    left = leftovers.wait_for_descendants(os.getpid(), grace_s=15.0)
+    token = session.config.stash[RUN_TOKEN]
+    left = leftovers.wait_for_leftovers(token, frozenset({os.getpid()}), grace_s=15.0)
     if not left:
         return
     lines = [f"  pid {p.pid}: {p.what}: {p.cmdline[:160]}" for p in left]

@@ -1,22 +1,29 @@
 """Find the processes a test run leaves behind (Linux ``/proc``), so the run can fail on them.
 
-The controlling pytest process makes itself a child subreaper
-(``PR_SET_CHILD_SUBREAPER``): an orphan among its descendants (a broker JVM
-whose test died, a code server whose daemon was killed, a server that forked
-into the background) is re-parented to it instead of to init. At the end of
-the session every live descendant is therefore a leftover of the run.
+The controlling pytest process puts a token of its own into its environment
+(``AMENDS_TEST_RUN``) before any worker or test starts. Every process the run
+starts inherits it, and so do their children, wherever they are re-parented
+(a broker JVM whose test died, a code server whose daemon was killed, a
+server that forked into the background). At the end of the session every
+live process whose initial environment holds the token, other than pytest's
+own, is a leftover of the run.
+
+(A child subreaper would find the same processes by parentage, but then the
+orphans it adopts must be reaped by pytest, and a command that waits for a
+daemon it started to exit, such as ``amends kafka stop``, would see a zombie
+that never goes away.)
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
+import secrets
 import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-PR_SET_CHILD_SUBREAPER = 36
+TOKEN_ENV = "AMENDS_TEST_RUN"
 
 KINDS = (
     ("kafka.Kafka", "Kafka broker"),
@@ -34,6 +41,9 @@ KINDS = (
 OWN_HELPERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
 """Python's own helper processes: they belong to the interpreter that started them and end with it."""
 
+XDIST_WORKER = "exec(eval(sys.stdin.readline()))"
+"""How a pytest-xdist worker's command line reads (execnet starts it so)."""
+
 
 @dataclass(frozen=True)
 class Proc:
@@ -47,13 +57,11 @@ class Proc:
         return next((name for needle, name in KINDS if needle in self.cmdline), "process")
 
 
-def become_subreaper() -> bool:
-    """Make this process the reaper of its orphaned descendants; False where Linux refuses."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return int(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
-    except (OSError, AttributeError):
-        return False
+def mark_run() -> str:
+    """Put this run's token into the environment every process started from now on inherits."""
+    token = os.environ.get(TOKEN_ENV) or f"{os.getpid()}-{secrets.token_hex(6)}"
+    os.environ[TOKEN_ENV] = token
+    return token
 
 
 def _read(pid: int) -> Proc | None:
@@ -69,27 +77,37 @@ def _read(pid: int) -> Proc | None:
     return Proc(pid, int(rest[1]), rest[0], cmd)
 
 
-def descendants(root: int) -> list[Proc]:
-    """Every live (not zombie) process below ``root``, in pid order."""
-    procs = [p for p in (_read(int(d)) for d in os.listdir("/proc") if d.isdigit()) if p is not None]
-    children: dict[int, list[Proc]] = {}
-    for p in procs:
-        children.setdefault(p.ppid, []).append(p)
-    found: list[Proc] = []
-    todo = [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child.pid)
-    live = (p for p in found if p.state != "Z" and not any(h in p.cmdline for h in OWN_HELPERS))
-    return sorted(live, key=lambda p: p.pid)
+def _environ_has(pid: int, entry: bytes) -> bool:
+    try:
+        return entry in (Path("/proc") / str(pid) / "environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
 
 
-def wait_for_descendants(root: int, grace_s: float) -> list[Proc]:
-    """The descendants still alive after waiting up to ``grace_s`` for them to end by themselves."""
+def started_by_run(token: str, exclude: frozenset[int] = frozenset()) -> list[Proc]:
+    """Every live (not zombie) process carrying the run's token, but pytest's own, in pid order.
+
+    pytest's own: ``exclude`` (the controlling process) and its pytest-xdist workers.
+    """
+    entry = f"{TOKEN_ENV}={token}".encode()
+    found = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) in exclude or not _environ_has(int(d), entry):
+            continue
+        p = _read(int(d))
+        if p is None or p.state == "Z" or any(h in p.cmdline for h in OWN_HELPERS):
+            continue
+        if p.ppid in exclude and XDIST_WORKER in p.cmdline:
+            continue
+        found.append(p)
+    return sorted(found, key=lambda p: p.pid)
+
+
+def wait_for_leftovers(token: str, exclude: frozenset[int], grace_s: float) -> list[Proc]:
+    """The run's processes still alive after waiting up to ``grace_s`` for them to end by themselves."""
     deadline = time.monotonic() + grace_s
     while True:
-        left = descendants(root)
+        left = started_by_run(token, exclude)
         if not left or time.monotonic() >= deadline:
             return left
         time.sleep(0.25)

@@ -11,27 +11,29 @@ from tests import leftovers
 
 PROBE = textwrap.dedent(
     """
-    import json, subprocess, sys, time
+    import json, os, subprocess, sys, time
     from tests import leftovers
-    ok = leftovers.become_subreaper()
+    os.environ.pop(leftovers.TOKEN_ENV, None)
+    token = leftovers.mark_run()
     # The shell starts a sleeper in the background and exits at once: the sleeper is an orphan.
     subprocess.run(["bash", "-c", "(exec -a amends-orphan-probe sleep 60) & exit 0"], check=True)
-    time.sleep(0.2)
-    found = leftovers.wait_for_descendants(__import__("os").getpid(), grace_s=0)
-    print(json.dumps({"subreaper": ok, "found": [[p.pid, p.what, p.cmdline] for p in found]}))
+    # A process started with an environment of its own, without the token, is not the run's.
+    other = subprocess.Popen(["sleep", "60"], env={"PATH": os.environ["PATH"]})
+    found = leftovers.wait_for_leftovers(token, frozenset({os.getpid()}), grace_s=0)
+    print(json.dumps([[p.what, p.cmdline] for p in found]))
     leftovers.kill(found)
-    print(json.dumps([p.pid for p in leftovers.wait_for_descendants(__import__("os").getpid(), grace_s=5)]))
+    print(json.dumps([p.pid for p in leftovers.wait_for_leftovers(token, frozenset({os.getpid()}), 5)]))
+    other.kill()
     """
 )
 
 
-def test_an_orphan_of_a_finished_child_is_found_below_a_subreaper_and_gone_once_killed() -> None:
+def test_an_orphan_of_a_finished_child_is_found_by_the_run_token_and_gone_once_killed() -> None:
     out = subprocess.run(
         [sys.executable, "-c", PROBE], capture_output=True, text=True, check=True, timeout=60
     ).stdout.splitlines()
-    first, after_kill = json.loads(out[0]), json.loads(out[1])
-    assert first["subreaper"] is True
-    assert [(what, cmd) for _, what, cmd in first["found"]] == [("amends process", "amends-orphan-probe 60")]
+    found, after_kill = json.loads(out[0]), json.loads(out[1])
+    assert found == [["amends process", "amends-orphan-probe 60"]]
     assert after_kill == []
 
 
