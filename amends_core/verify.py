@@ -206,6 +206,9 @@ class Report:
     """Records operators moved past (left out of the oracle's input), in coordinate order."""
     stops: tuple[OperationStop, ...] = ()
     """Source partitions stopped by an operation error (status ERROR)."""
+    source: str = ""
+    """Where the oracle read the source history (a snapshot table's version, then the topic),
+    so that the same report can be made again; empty when only the topic was read."""
 
     @property
     def rejection_refs(self) -> tuple[RejectionRef, ...]:
@@ -275,6 +278,7 @@ class Report:
             "differences": [d.to_json() for d in self.differences],
             **({"skips": [s.to_json() for s in self.skips]} if self.skips else {}),
             **({"stops": [s.to_json() for s in self.stops]} if self.stops else {}),
+            **({"source": self.source} if self.source else {}),
         }
 
     def render(self, max_rows: int = 20) -> str:
@@ -285,6 +289,8 @@ class Report:
         ]
         if self.error:
             lines.append(f"  error: {self.error}")
+        if self.source:
+            lines.append(f"  source: {self.source}")
         for reason in self.boundary_reasons[:max_rows]:
             lines.append(f"  boundary: {reason}")
         _more(lines, len(self.boundary_reasons), max_rows)

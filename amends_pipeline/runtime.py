@@ -1,8 +1,9 @@
 """Composition root: configuration, environment, stores and Kafka clients in one place.
 
 Everything else receives what it needs as arguments; only this module reads
-``AMENDS_PG_DSN``, ``AMENDS_PG_SCHEMA``, ``AMENDS_KAFKA_BOOTSTRAP`` and the topic
-settings ``AMENDS_KAFKA_REPLICATION_FACTOR`` / ``AMENDS_KAFKA_MIN_INSYNC_REPLICAS``.
+``AMENDS_PG_DSN``, ``AMENDS_PG_SCHEMA``, ``AMENDS_KAFKA_BOOTSTRAP``, the topic
+settings ``AMENDS_KAFKA_REPLICATION_FACTOR`` / ``AMENDS_KAFKA_MIN_INSYNC_REPLICAS`` and
+the snapshot location ``AMENDS_SNAPSHOT_URI``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from amends_pipeline.postgres.connection import DEFAULT_SCHEMA, dsn_from_env
 from amends_pipeline.postgres.store import PgStore
 from amends_pipeline.postgres.view_store import PgViewStore
 from amends_pipeline.redaction import remember_dsn
+from amends_pipeline.snapshot import URI_ENV
 
 REPLICATION_FACTOR_ENV = "AMENDS_KAFKA_REPLICATION_FACTOR"
 MIN_INSYNC_REPLICAS_ENV = "AMENDS_KAFKA_MIN_INSYNC_REPLICAS"
@@ -77,6 +79,8 @@ class Runtime:
     read_only: bool = False
     """Open every store read-only: never migrate, never register a namespace (look it up;
     NamespaceUnknown when it was never provisioned). For commands that only read."""
+    snapshot_uri: str | None = field(default_factory=lambda: os.environ.get(URI_ENV))
+    """Where source snapshot tables live (``AMENDS_SNAPSHOT_URI``); None: ``var/snapshot/``."""
 
     def __post_init__(self) -> None:
         remember_dsn(self.dsn)

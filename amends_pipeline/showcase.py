@@ -150,7 +150,7 @@ def run(progress: Progress, *, prefer_broker: str = "auto") -> tuple[str, list[S
         schema = stack.enter_context(scratch_schema(dsn, "demo"))
         res = AmendsResource(
             config_path=str(FIXTURE / "config.json"), pg_dsn=dsn, pg_schema=schema,
-            kafka_bootstrap=b.bootstrap,
+            kafka_bootstrap=b.bootstrap, snapshot_uri=str(tmp / "snapshot"),
         )
         rt = res.runtime()
         suffix = schema.rsplit("_", 1)[-1]

@@ -327,6 +327,8 @@ class Session:
             "AMENDS_PG_DSN": dsn,
             "AMENDS_PG_SCHEMA": self.args.schema,
             "AMENDS_KAFKA_BOOTSTRAP": bootstrap,
+            # A fresh session (a new broker, new topic IDs) keeps its source snapshot beside its data.
+            "AMENDS_SNAPSHOT_URI": str(home.parent / "snapshot"),
         })
         # The instance this process reads verification results from is the children's.
         os.environ["DAGSTER_HOME"] = env["DAGSTER_HOME"]

@@ -14,6 +14,7 @@ from amends_pipeline.defs.partitions import SOURCE_PARTITIONS
 from amends_pipeline.defs.resources import AmendsResource
 from amends_pipeline.defs.verification_record import latest_verification
 from amends_pipeline.ops import certify, orchestration, plot
+from amends_pipeline.ops import snapshot as snapshots
 from amends_pipeline.ops.tags import NAMESPACE_TAG
 from amends_pipeline.postgres.reports import read_certified
 from amends_pipeline.runtime import Runtime
@@ -29,11 +30,16 @@ def _runtime(context: dg.AssetExecutionContext, amends: AmendsResource) -> Runti
     return amends.runtime(context.run.tags.get(NAMESPACE_TAG))
 
 
-@dg.asset(partitions_def=SOURCE_PARTITIONS, group_name=GROUP, kinds={"kafka"})
+@dg.asset(partitions_def=SOURCE_PARTITIONS, group_name=GROUP, kinds={"kafka", "deltalake"})
 def source_snapshot(context: dg.AssetExecutionContext, amends: AmendsResource) -> dg.MaterializeResult[Any]:
-    """The source partition as it stands: retained range, incarnation and the worker's lag."""
-    snap = orchestration.snapshot(_runtime(context, amends), [int(context.partition_key)])
-    return dg.MaterializeResult(metadata=metadata.partition_state(snap.partitions[0], snap))
+    """The source partition's new records appended to the snapshot table (Delta Lake), exactly once,
+    with the retained range, incarnation and the worker's lag."""
+    rt, p = _runtime(context, amends), int(context.partition_key)
+    taken = snapshots.take(rt, [p])
+    rows, size = snapshots.table_stats(taken, p)
+    snap = orchestration.snapshot(rt, [p])
+    state = metadata.partition_state(snap.partitions[0], snap)
+    return dg.MaterializeResult(metadata={**state, **metadata.snapshot_table(taken, rows, size)})
 
 
 def _snapshot_end(context: dg.AssetExecutionContext) -> int | None:

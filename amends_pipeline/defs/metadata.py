@@ -7,6 +7,7 @@ names and identifiers only.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,6 +22,7 @@ from amends_pipeline.ops.orchestration import (
     Snapshot,
     ViewSummary,
 )
+from amends_pipeline.ops.snapshot import Taken
 from amends_pipeline.postgres.reports import CertifiedCounts
 
 MAX_TABLE_ROWS = 50
@@ -59,6 +61,25 @@ def partition_state(s: PartitionState, snap: Snapshot) -> dict[str, Any]:
         "view_stopped": s.view_stopped or "",
         "view_state": s.view_health.state(),
         **({"worker_stopped": s.worker_stopped} if s.worker_stopped else {}),
+    }
+
+
+def snapshot_table(taken: Taken, rows: int, size: int) -> dict[str, Any]:
+    """What ``source_snapshot`` appended to the snapshot table for one partition, and its lag."""
+    a = taken.appended[0]
+    lag = taken.lag[a.partition]
+    behind_s = 0.0 if lag.oldest_ms is None else max(0.0, time.time() - lag.oldest_ms / 1e3)
+    return {
+        "snapshot_uri": taken.uri,
+        "snapshot_version": taken.version,
+        "appended_offsets": f"{a.start}..{a.end - 1}" if a.end > a.start else "none",
+        "appended_records": a.records,
+        "appended_gaps": len(a.gaps),
+        "snapshot_end": a.end,
+        "snapshot_rows": rows,
+        "snapshot_bytes": size,
+        "snapshot_lag_records": lag.records,
+        "snapshot_lag_seconds": round(behind_s, 1),
     }
 
 

@@ -17,6 +17,7 @@ from amends_core.ledger import Config
 from amends_pipeline.commands._common import load_config
 from amends_pipeline.postgres.connection import DEFAULT_DSN, DEFAULT_SCHEMA
 from amends_pipeline.runtime import Runtime
+from amends_pipeline.snapshot import URI_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG_ENV = "AMENDS_CONFIG"
@@ -45,6 +46,8 @@ class AmendsResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     kafka_bootstrap: str = ""
     expect_path: str = ""
     """Optional expectations file: the exact rejections and conflicts PASS_WITH_EXCLUSIONS must list."""
+    snapshot_uri: str = ""
+    """Where the source snapshot tables live (``AMENDS_SNAPSHOT_URI``); empty: ``var/snapshot/``."""
 
     def runtime(self, namespace: str | None = None) -> Runtime:
         """The composition root for the served namespace, or for ``namespace`` (a rebuild of it).
@@ -55,7 +58,10 @@ class AmendsResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         cfg = load_config(self.config_path)
         if namespace and namespace != cfg.namespace:
             cfg = cfg.with_namespace(namespace)
-        return Runtime(cfg, dsn=self.pg_dsn, schema=self.pg_schema, bootstrap=self.kafka_bootstrap or None)
+        return Runtime(
+            cfg, dsn=self.pg_dsn, schema=self.pg_schema, bootstrap=self.kafka_bootstrap or None,
+            snapshot_uri=self.snapshot_uri or os.environ.get(URI_ENV),
+        )
 
 
 def _env_or(name: str, default: str) -> str | dg.EnvVar:
@@ -70,4 +76,5 @@ def resource_from_env() -> AmendsResource:
         pg_schema=_env_or("AMENDS_PG_SCHEMA", DEFAULT_SCHEMA),
         kafka_bootstrap=_env_or("AMENDS_KAFKA_BOOTSTRAP", ""),
         expect_path=_env_or("AMENDS_EXPECT", ""),
+        snapshot_uri=_env_or(URI_ENV, ""),
     )

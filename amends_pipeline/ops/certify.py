@@ -20,7 +20,8 @@ from amends_core.result import RejectionRef
 from amends_core.verify import Report, SkipRef
 from amends_pipeline.manifest import check_source
 from amends_pipeline.ops.orchestration import snapshot
-from amends_pipeline.ops.verify import read_source, verify_namespace, without_skips
+from amends_pipeline.ops.snapshot import pin
+from amends_pipeline.ops.verify import read_history, verify_namespace, without_skips
 from amends_pipeline.postgres.reports import CertifiedCounts, write_certified
 from amends_pipeline.runtime import Runtime
 
@@ -41,7 +42,8 @@ class OracleSummary:
 
 
 def run_oracle(rt: Runtime) -> OracleSummary:
-    """Recompute everything from the source topic's full history with the independent oracle.
+    """Recompute everything from the source's full history with the independent oracle: the
+    snapshot table's records first (when the namespace has one), then the topic beyond them.
 
     Records operators skipped (``amends skip``) are left out, as verification leaves them out.
     """
@@ -52,11 +54,14 @@ def run_oracle(rt: Runtime) -> OracleSummary:
         skips = store.skips()
     counted = 0
     with rt.reader(m.source_topic) as reader:
-        wms = check_source(reader, m, {p: 0 for p in range(rt.cfg.partitions)})
+        pinned = pin(rt, m)
+        needed = {p: pinned.ends[p] if pinned else 0 for p in range(rt.cfg.partitions)}
+        wms = check_source(reader, m, needed)
 
         def read(p: int) -> Columns:  # one partition's history in memory at a time
             nonlocal counted
-            cols = without_skips(read_source(reader, m, {p: wms[p].high}), skips)[p]
+            history = read_history(reader, m, p, wms[p].low, wms[p].high, pinned)
+            cols = without_skips({p: history}, skips)[p]
             counted += len(cols)
             return cols
 

@@ -39,7 +39,7 @@ PASS_WITH_EXCLUSIONS.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import polars as pl
 
@@ -58,9 +58,12 @@ from amends_core.verify import (
 from amends_pipeline.kafka.topics import OffsetLost, Reader, reserved_flags
 from amends_pipeline.manifest import IncarnationMismatch, Manifest, check_source
 from amends_pipeline.ops.skip import skip_command
+from amends_pipeline.ops.snapshot import Pinned, pin
 from amends_pipeline.postgres.store import PartitionStop, PgStore, SkipEntry
 from amends_pipeline.roles.relay import relay_running
 from amends_pipeline.runtime import Runtime
+from amends_pipeline.snapshot.read import joined, snapshot_columns
+from amends_pipeline.snapshot.table import SnapshotError
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +95,30 @@ def read_partition(reader: Reader, m: Manifest, partition: int, start: int, end:
         values += [msg.value() or b"" for msg in run]
         reserved += [flag is True for flag in flags]
     return Columns.of(offsets, keys, values, reserved)
+
+
+def read_history(
+    reader: Reader, m: Manifest, partition: int, low: int, end: int, pinned: Pinned | None
+) -> Columns:
+    """One partition's history below ``end``: the snapshot's records first, then the topic's beyond.
+
+    ``low`` is the topic's low watermark. Records neither holds (the snapshot's captured
+    end below ``low``) are missing from the result; ``lost_records`` names the consumed ones.
+    """
+    if pinned is None:
+        return read_partition(reader, m, partition, low, end)
+    captured = min(pinned.ends.get(partition, 0), end)
+    head = snapshot_columns(pinned.table, pinned.version, partition, captured, m.marker_at(partition))
+    return joined([head, read_partition(reader, m, partition, max(captured, low), end)])
+
+
+def pin_snapshot(rt: Runtime, m: Manifest, reasons: list[str]) -> Pinned | None:
+    """The namespace's snapshot as it stands now, or None (no table; or unusable: a reason)."""
+    try:
+        return pin(rt, m)
+    except SnapshotError as e:
+        reasons.append(f"the source snapshot cannot be read: {e}")
+        return None
 
 
 def read_source(
@@ -187,10 +214,11 @@ def verify_namespace(rt: Runtime, config: str = "CONFIG.json") -> Report:
                 if pend and relay_running(rt, p):
                     reasons.append(f"partition {p}: a relay is running; stop or drain it first")
             lost: list[str] = []
+            pinned = pin_snapshot(rt, m, reasons)
 
             def read(p: int) -> Columns:
                 # one partition at a time: memory holds one partition's history, not all
-                cols = read_partition(src, m, p, wms[p].low, ends.source[p])
+                cols = read_history(src, m, p, wms[p].low, ends.source[p], pinned)
                 lost.extend(lost_records(store, {p: cols}, {p: ends.source[p]}))
                 return without_skips({p: cols}, snap.skips)[p]
 
@@ -210,9 +238,10 @@ def verify_namespace(rt: Runtime, config: str = "CONFIG.json") -> Report:
         reasons=tuple(reasons),
         digests=(("store", store.digest), ("view", view.cfg.digest()), ("manifest", m.config_digest)),
     )
-    return verify(
+    report = verify(
         cfg, oracle, view.rows, list(snap.rejections), snap.conflicts(), boundary,
         stopped=view.stopped,
         skips=audited_skips(snap.skips),
         stops=operation_stops(snap.stops, config),
     )
+    return replace(report, source=pinned.describe()) if pinned is not None else report

@@ -60,9 +60,12 @@ class Pipeline:
     def load(self, *files: Path | str) -> str:
         return self.ok("load", "--config", str(self.config), *map(str, files))
 
-    def run(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, *args: str, timeout: float = 120, env_extra: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [AMENDS, *args], env=self.env, capture_output=True, text=True, timeout=timeout, check=False
+            [AMENDS, *args], env={**self.env, **(env_extra or {})}, capture_output=True, text=True,
+            timeout=timeout, check=False,
         )
 
     def ok(self, *args: str, timeout: float = 120) -> str:

@@ -1,0 +1,108 @@
+"""Taking and reading source snapshots for a namespace (the command, the asset and verification).
+
+The table is bound to the namespace's source topic by the topic ID recorded at
+provisioning (on a cluster without topic IDs, by the source incarnation's
+marker namespace), so a recreated topic is refused instead of being mixed in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from amends_pipeline.kafka.topics import Reader
+from amends_pipeline.manifest import Manifest, check_source
+from amends_pipeline.runtime import Runtime
+from amends_pipeline.snapshot.capture import CHUNK, Appended, capture
+from amends_pipeline.snapshot.table import Identity, NoSnapshot, SnapshotTable, location
+
+
+def identity(m: Manifest) -> Identity:
+    """What a snapshot of this namespace's source must hold."""
+    return Identity(m.source_topic, m.source_topic_id or f"no-topic-id:{m.marker_namespace}", m.partitions)
+
+
+def open_table(rt: Runtime, m: Manifest, *, create: bool = True) -> SnapshotTable:
+    """The namespace's snapshot table (created empty on first use when ``create``)."""
+    return SnapshotTable.open(location(rt.snapshot_uri, m.source_topic), identity(m), create=create)
+
+
+@dataclass(frozen=True, slots=True)
+class Lag:
+    """How far the snapshot is behind the topic right after a capture."""
+
+    records: int
+    """Offsets between the captured end and the topic's end."""
+    oldest_ms: int | None
+    """Timestamp of the oldest message not captured yet (None: nothing is behind)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Taken:
+    table: SnapshotTable
+    appended: list[Appended]
+    version: int
+    lag: dict[int, Lag]
+
+    @property
+    def uri(self) -> str:
+        return self.table.uri
+
+
+def take(rt: Runtime, partitions: Sequence[int] | None = None, *, chunk: int | None = None) -> Taken:
+    """Append every partition (or ``partitions``) of the namespace's source up to the topic's end."""
+    with rt.store("amends-snapshot", read_only=True) as store:
+        m = rt.manifest(store)
+    parts = list(range(m.partitions)) if partitions is None else list(partitions)
+    table = open_table(rt, m)
+    with rt.reader(m.source_topic) as reader:
+        check_source(reader, m)
+        appended = capture(table, reader, parts, chunk=chunk or CHUNK)
+        lag = {a.partition: _lag(reader, a.partition, a.end) for a in appended}
+    return Taken(table, appended, table.version(), lag)
+
+
+def _lag(reader: Reader, partition: int, end: int) -> Lag:
+    high = reader.watermarks(partition).high
+    if high <= end:
+        return Lag(0, None)
+    first = next(iter(reader.scan(partition, end, high, limit=1)), [])
+    return Lag(high - end, first[0].timestamp()[1] if first else None)
+
+
+@dataclass(frozen=True, slots=True)
+class Pinned:
+    """A snapshot table read as of one version: what verification and the oracle read first."""
+
+    table: SnapshotTable
+    version: int
+    ends: dict[int, int]
+    """Captured end of each partition in that version."""
+
+    def describe(self) -> str:
+        return f"snapshot {self.table.uri} version {self.version}, then the topic"
+
+
+def pin(rt: Runtime, m: Manifest, version: int | None = None) -> Pinned | None:
+    """The namespace's snapshot as of ``version`` (None: the latest); None when there is no table.
+
+    Raises SnapshotError when the table cannot be read or holds another topic.
+    """
+    try:
+        table = open_table(rt, m, create=False)
+    except NoSnapshot:
+        return None
+    v = table.version() if version is None else version
+    return Pinned(table, v, table.ends(range(m.partitions), v))
+
+
+def table_stats(taken: Taken, partition: int) -> tuple[int, int]:
+    """(rows, bytes) of one partition in the table ``take`` left (read from its log)."""
+    return taken.table.stats(partition, taken.version)
+
+
+def existing_table(rt: Runtime) -> SnapshotTable:
+    """The namespace's snapshot table; NoSnapshot when none was taken yet."""
+    with rt.store("amends-snapshot", read_only=True) as store:
+        m = rt.manifest(store)
+    return open_table(rt, m, create=False)
