@@ -227,6 +227,7 @@ def run(args: argparse.Namespace) -> int:
                     return 0
             else:
                 print(text)
+                print("\n".join(_snapshot_lines(rt)))
                 return certify(args, health, partition_of, projections) if args.certified else 0
 
 
@@ -293,3 +294,13 @@ def rebuild(rt: Runtime, args: argparse.Namespace) -> int:
         fr = ", ".join(f"p{p}={vs.frontier(p)}" for p in parts)
     print(f"re-applied {applied} output records; view frontiers {fr}")
     return 0
+
+
+def _snapshot_lines(rt: Runtime) -> list[str]:
+    """The source snapshot's lines, or one saying why they are missing (the view still shows)."""
+    from amends_pipeline.ops.snapshot import status_lines
+
+    try:
+        return [terminal_safe(line) for line in status_lines(rt)]
+    except (KafkaError, ManifestMissing) as e:
+        return [f"source snapshot: lag unknown ({redact(e)})"]

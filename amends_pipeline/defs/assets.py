@@ -9,7 +9,9 @@ from typing import Any
 
 import dagster as dg
 
+from amends_pipeline.commands.verify import load_expectations
 from amends_pipeline.defs import metadata
+from amends_pipeline.defs.checks import verification_result, verification_spec
 from amends_pipeline.defs.partitions import SOURCE_PARTITIONS
 from amends_pipeline.defs.resources import AmendsResource
 from amends_pipeline.defs.verification_record import latest_verification
@@ -83,10 +85,18 @@ view = dg.AssetSpec(
 )
 
 
-@dg.asset(group_name=GROUP, deps=[source_snapshot], kinds={"polars"})
-def oracle(amends: AmendsResource) -> dg.MaterializeResult[Any]:
-    """The independent Polars recomputation of the full source history."""
-    return dg.MaterializeResult(metadata=metadata.oracle(certify.run_oracle(amends.runtime().reading())))
+# No return annotation: an asset with check specs has an output per check, and Dagster would read
+# an annotation as the types of all of them.
+@dg.asset(group_name=GROUP, deps=[source_snapshot], kinds={"polars"}, check_specs=[verification_spec])
+def oracle(amends: AmendsResource):  # type: ignore[no-untyped-def]
+    """The independent Polars recomputation of the full source history (the snapshot, then the
+    topic), and the blocking ``verification`` check of the view against it."""
+    expected = load_expectations(amends.expect_path or None)
+    summary, v = certify.oracle_and_verification(amends.runtime().reading(), expected, amends.config_path)
+    return dg.MaterializeResult(
+        metadata=metadata.oracle(summary),
+        check_results=[verification_result(v.accepted, metadata.verification(v))],
+    )
 
 
 

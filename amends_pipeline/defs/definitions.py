@@ -17,7 +17,6 @@ from amends_pipeline.defs.assets import (
     source_snapshot,
     view,
 )
-from amends_pipeline.defs.checks import verification
 from amends_pipeline.defs.jobs import boundary_job, refold_job
 from amends_pipeline.defs.resources import AmendsResource, resource_from_env
 from amends_pipeline.defs.sensors import boundary_sensor, relay_sensor, source_sensor, view_sensor
@@ -27,7 +26,6 @@ def build(resource: AmendsResource) -> dg.Definitions:
     """The definitions bound to one resource (the code location's, or a test's or the demo's)."""
     return dg.Definitions(
         assets=[source_snapshot, refold, published_envelopes, view, oracle, certified_balances],
-        asset_checks=[verification],
         jobs=[refold_job, boundary_job],
         sensors=[source_sensor, relay_sensor, view_sensor, boundary_sensor],
         resources={"amends": resource},

@@ -14,14 +14,11 @@ from collections import Counter
 from dataclasses import dataclass
 
 from amends_core.ledger import Conflict
-from amends_core.oracle import Columns
-from amends_core.oracle.compute import compute_by_partition
+from amends_core.oracle import OracleResult
 from amends_core.result import RejectionRef
 from amends_core.verify import Report, SkipRef
-from amends_pipeline.manifest import check_source
 from amends_pipeline.ops.orchestration import snapshot
-from amends_pipeline.ops.snapshot import pin
-from amends_pipeline.ops.verify import read_history, verify_namespace, without_skips
+from amends_pipeline.ops.verify import check_namespace
 from amends_pipeline.postgres.reports import CertifiedCounts, write_certified
 from amends_pipeline.runtime import Runtime
 
@@ -41,43 +38,6 @@ class OracleSummary:
     seconds: float
 
 
-def run_oracle(rt: Runtime) -> OracleSummary:
-    """Recompute everything from the source's full history with the independent oracle: the
-    snapshot table's records first (when the namespace has one), then the topic beyond them.
-
-    Records operators skipped (``amends skip``) are left out, as verification leaves them out.
-    """
-    t0 = time.perf_counter()
-    snap = snapshot(rt)
-    with rt.store("amends-oracle") as store:
-        m = rt.manifest(store)
-        skips = store.skips()
-    counted = 0
-    with rt.reader(m.source_topic) as reader:
-        pinned = pin(rt, m)
-        needed = {p: pinned.ends[p] if pinned else 0 for p in range(rt.cfg.partitions)}
-        wms = check_source(reader, m, needed)
-
-        def read(p: int) -> Columns:  # one partition's history in memory at a time
-            nonlocal counted
-            history = read_history(reader, m, p, wms[p].low, wms[p].high, pinned)
-            cols = without_skips({p: history}, skips)[p]
-            counted += len(cols)
-            return cols
-
-        result = compute_by_partition(rt.cfg, read)
-    statuses = Counter(p.status.value for p in result.result.keys)
-    return OracleSummary(
-        snap.boundary_key,
-        counted,
-        len(result.result.keys),
-        dict(sorted(statuses.items())),
-        len(result.rejections),
-        len(result.conflicts),
-        time.perf_counter() - t0,
-    )
-
-
 @dataclass(frozen=True, slots=True)
 class Verification:
     report: Report
@@ -86,26 +46,50 @@ class Verification:
     accepted: bool
 
 
-def verify_boundary(
-    rt: Runtime,
-    expected: tuple[list[RejectionRef], list[Conflict]]
+Expected = (
+    tuple[list[RejectionRef], list[Conflict]]
     | tuple[list[RejectionRef], list[Conflict], list[SkipRef]]
-    | None = None,
-    config: str = "CONFIG.json",
-) -> Verification:
+    | None
+)
+"""(rejections, conflicts[, operator skips]) that PASS_WITH_EXCLUSIONS must list exactly."""
+
+
+def verify_boundary(rt: Runtime, expected: Expected = None, config: str = "CONFIG.json") -> Verification:
     """Verify the view against the oracle; accepted only at a boundary that held still.
 
-    ``expected``: (rejections, conflicts[, operator skips]) that PASS_WITH_EXCLUSIONS
-    must list exactly; ``config`` is the file named in the ``amends skip`` advice.
+    ``expected``: what PASS_WITH_EXCLUSIONS must list exactly; ``config`` is the file named
+    in the ``amends skip`` advice.
     """
+    return oracle_and_verification(rt, expected, config)[1]
+
+
+def oracle_and_verification(
+    rt: Runtime, expected: Expected = None, config: str = "CONFIG.json"
+) -> tuple[OracleSummary, Verification]:
+    """One oracle computation at the current boundary: its summary and the verification of the
+    view against it (the Dagster ``oracle`` asset with its ``verification`` check)."""
+    t0 = time.perf_counter()
     before = snapshot(rt)
-    report = verify_namespace(rt, config)
+    checked = check_namespace(rt, config)
     after = snapshot(rt)
+    report = checked.report
     held = before.boundary_key == after.boundary_key
     rej, con, *more = expected or ([], [])
     skips: list[SkipRef] = more[0] if more else []
     accepted = held and report.accepts(rej, con, skips)
-    return Verification(report, after.boundary_key if held else "", accepted)
+    oracle = checked.oracle
+    keys = oracle.result.keys if isinstance(oracle, OracleResult) else ()
+    statuses = Counter(p.status.value for p in keys)
+    summary = OracleSummary(
+        after.boundary_key,
+        checked.records,
+        len(keys),
+        dict(sorted(statuses.items())),
+        len(oracle.rejections) if isinstance(oracle, OracleResult) else 0,
+        len(oracle.conflicts) if isinstance(oracle, OracleResult) else 0,
+        time.perf_counter() - t0,
+    )
+    return summary, Verification(report, after.boundary_key if held else "", accepted)
 
 
 def certify(rt: Runtime, boundary: str, status: str, accepted: bool) -> CertifiedCounts:

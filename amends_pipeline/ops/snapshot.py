@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from amends_pipeline.kafka.topics import Reader
 from amends_pipeline.manifest import Manifest, check_source
 from amends_pipeline.runtime import Runtime
 from amends_pipeline.snapshot.capture import CHUNK, Appended, capture
-from amends_pipeline.snapshot.table import Identity, NoSnapshot, SnapshotTable, location
+from amends_pipeline.snapshot.table import Identity, NoSnapshot, SnapshotError, SnapshotTable, location
 
 
 def identity(m: Manifest) -> Identity:
@@ -106,3 +107,27 @@ def existing_table(rt: Runtime) -> SnapshotTable:
     with rt.store("amends-snapshot", read_only=True) as store:
         m = rt.manifest(store)
     return open_table(rt, m, create=False)
+
+
+def status_lines(rt: Runtime) -> list[str]:
+    """What ``amends view`` shows of the snapshot: per partition, its captured end and lag."""
+    with rt.store("amends-view", read_only=True) as store:
+        m = rt.manifest(store)
+    try:
+        pinned = pin(rt, m)
+    except SnapshotError as e:
+        return [f"source snapshot: cannot be read: {e}"]
+    if pinned is None:
+        where = location(rt.snapshot_uri, m.source_topic)
+        return [f"source snapshot: none yet at {where} (`amends snapshot` or the source_snapshot asset)"]
+    lines = [f"source snapshot: {pinned.table.uri} version {pinned.version}"]
+    with rt.reader(m.source_topic) as reader:
+        for p in range(m.partitions):
+            lag = _lag(reader, p, pinned.ends[p])
+            age = "" if lag.oldest_ms is None else f", oldest not captured from {_utc(lag.oldest_ms)}"
+            lines.append(f"  partition {p}: captured to offset {pinned.ends[p]}, {lag.records} behind{age}")
+    return lines
+
+
+def _utc(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")

@@ -173,12 +173,30 @@ def operation_stops(stops: Sequence[PartitionStop], config: str) -> list[Operati
     ]
 
 
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """One verification and the oracle computation it compared the view with."""
+
+    report: Report
+    oracle: OracleResult | BaseException | None
+    """None when nothing was computed (the source is another incarnation)."""
+    records: int
+    """Source records the oracle read (operator skips left out)."""
+
+
 def verify_namespace(rt: Runtime, config: str = "CONFIG.json") -> Report:
     """Verify the namespace; read-only: never migrates or registers (NamespaceUnknown instead).
 
     ``config`` is the configuration file to name in the ``amends skip`` advice.
     """
+    return check_namespace(rt, config).report
+
+
+def check_namespace(rt: Runtime, config: str = "CONFIG.json") -> Checked:
+    """``verify_namespace`` with the oracle's result and input size, for callers that also
+    report the oracle (the Dagster ``oracle`` asset: one computation per boundary)."""
     cfg = rt.cfg
+    counted = 0
     reasons: list[str] = []
     with rt.store("amends-verify", read_only=True) as store, rt.view_store(read_only=True) as vstore:
         m = rt.manifest(store)
@@ -188,7 +206,7 @@ def verify_namespace(rt: Runtime, config: str = "CONFIG.json") -> Report:
             except IncarnationMismatch as e:
                 # Nothing comparable exists: report INCOMPLETE with the reason, compare nothing.
                 empty = oracle_compute(cfg, {p: [] for p in range(cfg.partitions)})
-                return verify(cfg, empty, {}, [], [], Boundary(False, (str(e),)))
+                return Checked(verify(cfg, empty, {}, [], [], Boundary(False, (str(e),))), None, 0)
             ends = Ends(
                 {p: wm.high for p, wm in wms.items()},
                 {p: out.watermarks(p).high for p in range(cfg.partitions)},
@@ -218,9 +236,12 @@ def verify_namespace(rt: Runtime, config: str = "CONFIG.json") -> Report:
 
             def read(p: int) -> Columns:
                 # one partition at a time: memory holds one partition's history, not all
+                nonlocal counted
                 cols = read_history(src, m, p, wms[p].low, ends.source[p], pinned)
                 lost.extend(lost_records(store, {p: cols}, {p: ends.source[p]}))
-                return without_skips({p: cols}, snap.skips)[p]
+                kept = without_skips({p: cols}, snap.skips)[p]
+                counted += len(kept)
+                return kept
 
             def recompute() -> OracleResult:
                 try:
@@ -244,4 +265,6 @@ def verify_namespace(rt: Runtime, config: str = "CONFIG.json") -> Report:
         skips=audited_skips(snap.skips),
         stops=operation_stops(snap.stops, config),
     )
-    return replace(report, source=pinned.describe()) if pinned is not None else report
+    if pinned is not None:
+        report = replace(report, source=pinned.describe())
+    return Checked(report, oracle, counted)

@@ -219,3 +219,19 @@ def test_compact_and_vacuum_keep_every_row_of_the_current_version(pipeline: Pipe
     assert table_rows(where / pipeline.source_topic).equals(before)
     assert len(list((where / pipeline.source_topic).rglob("*.parquet"))) < files_before
     assert_each_offset_once(pipeline, before, 0)
+
+
+def test_amends_view_shows_each_partitions_captured_end_and_lag(pipeline: Pipeline, tmp_path: Path) -> None:
+    pipeline.provision()
+    pipeline.load(FIXTURE / "before.jsonl")
+    where = tmp_path / "snap"
+    env = {"AMENDS_SNAPSHOT_URI": str(where)}
+    before = pipeline.run("view", "--config", str(pipeline.config), env_extra=env)
+    assert before.returncode == 0 and "source snapshot: none yet at" in before.stdout, before.stdout
+    assert snapshot(pipeline, str(where)).returncode == 0
+    pipeline.load(FIXTURE / "correction.jsonl")
+    shown = pipeline.run("view", "--config", str(pipeline.config), env_extra=env).stdout
+    with Reader(pipeline.broker.bootstrap, pipeline.source_topic) as r:
+        high = r.watermarks(0).high
+    captured = high - 1  # the correction is one record, not captured yet
+    assert f"partition 0: captured to offset {captured}, 1 behind, oldest not captured from " in shown, shown

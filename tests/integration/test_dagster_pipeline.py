@@ -214,3 +214,32 @@ def test_a_stopped_view_partition_is_materialized_once_as_stopped_then_as_resume
     assert again.skip_reason is not None and "stopped" in again.skip_reason.skip_message
     # A lost cursor costs one repeated report, never silence.
     assert len(h.tick(view_sensor).asset_events) == 1
+
+
+def test_a_boundary_run_computes_the_oracle_once_and_the_check_comes_from_that_computation(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from amends_pipeline.ops import verify as verify_ops
+
+    h = harness
+    h.load(STAGES[0])
+    r = h.refold()
+    snap = r.asset_materializations_for_node("source_snapshot")[0].metadata
+    assert snap["appended_records"].value >= 1 and snap["snapshot_lag_records"].value == 0
+    assert snap["snapshot_rows"].value >= snap["appended_records"].value and snap["snapshot_bytes"].value > 0
+    h.tick(relay_sensor)
+    calls: list[int] = []
+    real = verify_ops.compute_by_partition
+
+    def counted(*args: Any, **kw: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(verify_ops, "compute_by_partition", counted)
+    b = h.boundary()
+    assert _check(b).passed
+    assert len(calls) == 1, "the oracle and the verification check each recomputed the history"
+    check_steps = {e.step_key for e in b.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"}
+    assert check_steps == {"oracle"}
+    md = b.asset_materializations_for_node("oracle")[0].metadata
+    assert md["records"].value >= 1
