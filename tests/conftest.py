@@ -11,6 +11,7 @@ database someone made by hand.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import secrets
@@ -140,7 +141,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if tier is None:
             tier = "integration" if SERVICE_FIXTURES & set(getattr(item, "fixturenames", ())) else "unit"
         item.add_marker(getattr(pytest.mark, tier))
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    _slow_first(items, int(getattr(config, "workerinput", {}).get("workercount", 1)))
+
+
+def _slow_first(items: list[pytest.Item], workers: int) -> None:
+    """Order the run so that every worker starts with its share of the slow tests.
+
+    pytest-xdist's ``worksteal`` scheduler first hands each of the ``workers`` a contiguous
+    block of the collection (block j holds ``rest // (workers - j)`` tests) and later moves
+    tests from the tail of the longest queue to an idle worker. So the slow tests are dealt
+    round-robin to the heads of those blocks and the fast ones fill the rest: no worker is
+    left alone with the long tests at the end of the run.
+    """
+    slow = [i for i in items if i.get_closest_marker("slow") is not None]
+    fast = iter([i for i in items if i.get_closest_marker("slow") is None])
+    blocks: list[list[pytest.Item]] = [[] for _ in range(max(1, workers))]
+    for k, item in enumerate(slow):
+        blocks[k % len(blocks)].append(item)
+    rest = len(items)
+    for j, block in enumerate(blocks):
+        size = rest // (len(blocks) - j)
+        block.extend(itertools.islice(fast, max(0, size - len(block))))
+        rest -= len(block)
+    items[:] = [i for block in blocks for i in block] + list(fast)
 
 
 # ---------------------------------------------------------------- leftovers
