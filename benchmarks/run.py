@@ -66,6 +66,14 @@ def _oracle(a: argparse.Namespace) -> list[Figure]:
     )
 
 
+def _snapshot(a: argparse.Namespace) -> list[Figure]:
+    from benchmarks import snapshot_bench as b
+
+    if a.tiny:
+        return b.run(records=2_000, runs=1, rss_records=2_000)
+    return b.run(records=min(a.oracle_records), runs=a.runs_slow, rss_records=max(a.oracle_records))
+
+
 def _compute(a: argparse.Namespace) -> list[Figure]:
     from benchmarks import compute_bench as b
 
@@ -108,6 +116,7 @@ SUITES: dict[str, Suite] = {
     "durable": _durable,
     "worker-memory": _worker_memory,
     "oracle": _oracle,
+    "snapshot": _snapshot,
     "compute": _compute,
     "simulator": _sim,
     "end-to-end": _e2e,

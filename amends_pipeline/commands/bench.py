@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-SUITE_NAMES = ("core", "durable", "worker-memory", "oracle", "compute", "simulator", "end-to-end", "dagster")
+SUITE_NAMES = (
+    "core", "durable", "worker-memory", "oracle", "snapshot", "compute", "simulator", "end-to-end", "dagster",
+)
 """The suites of a default run, in order (``benchmarks.run.SUITES`` has exactly these)."""
 OPT_IN_NAMES = ("verify-memory",)
 """Suites that run only when named with --only (``benchmarks.run.OPT_IN``)."""

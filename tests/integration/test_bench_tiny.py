@@ -19,8 +19,8 @@ def test_the_tiny_benchmark_run_writes_both_report_files(tmp_path: Path) -> None
     assert main(["--tiny", "--out", str(out)]) == 0  # every suite, tiny sizes
     doc = json.loads(out.with_suffix(".json").read_text())
     groups = {f["group"] for f in doc["figures"]}
-    assert {"core", "durable", "worker memory", "oracle", "compute", "end to end", "dagster"} <= groups
-    assert len(SUITES) == 8
+    assert {"core", "durable", "worker memory", "oracle", "snapshot", "compute", "end to end", "dagster"} <= groups
+    assert len(SUITES) == 9
     assert all(f["median"] > 0 for f in doc["figures"])
     text = out.read_text()
     assert "| group | figure | median |" in text

@@ -1,0 +1,216 @@
+"""Source snapshots: appending raw records to the Delta table, and the oracle reading the snapshot.
+
+Figures (group ``snapshot``), each beside its baseline measured in the same run:
+
+- append: generated raw records written to a snapshot table in commits of 100,000 (as
+  ``amends snapshot`` writes what it read from Kafka; Kafka itself is not in the figure);
+- oracle over the snapshot (the table read partition by partition, as verification reads
+  it) against the oracle over the same records already in memory as columns (what
+  verification built from Kafka before snapshots): records/s and their ratio;
+- a boundary after 1% new records: append them, then the oracle over the table;
+- peak RSS of the oracle over the snapshot, in a child process, against the oracle over the
+  same records in memory (the ``oracle memory`` group's measurement).
+
+The oracle's results over both inputs are compared; a difference stops the benchmark.
+
+    python -m benchmarks.snapshot_bench --records 1000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from amends_core.ledger import Config, Record
+from amends_core.oracle import Columns, OracleResult
+from amends_core.oracle.compute import compute_by_partition
+from amends_pipeline.snapshot.read import snapshot_columns
+from amends_pipeline.snapshot.table import SCHEMA, Identity, SnapshotTable, captured
+from benchmarks.harness import Figure, figure
+from benchmarks.oracle_bench import as_columns, generate
+
+ROOT = Path(__file__).resolve().parents[1]
+GROUP = "snapshot"
+CHUNK = 100_000
+
+
+def rows(partition: int, recs: list[Record]) -> pa.Table:
+    """Snapshot rows of raw records (no headers, no timestamps), as capture writes messages."""
+    n = len(recs)
+    return pa.Table.from_pydict(
+        {
+            "partition": [partition] * n,
+            "offset": [r.coords.offset for r in recs],
+            "key": [r.key for r in recs],
+            "value": [r.value for r in recs],
+            "headers": [None] * n,
+            "headers_unreadable": [False] * n,
+            "timestamp_ms": [None] * n,
+            "timestamp_type": [None] * n,
+            "gap_end": [None] * n,
+            "gap_reason": [None] * n,
+        },
+        schema=SCHEMA,
+    )
+
+
+def append(table: SnapshotTable, by_partition: dict[int, list[Record]], start: dict[int, int]) -> int:
+    """Append every partition's records from offset ``start[p]`` on, in commits of ``CHUNK``."""
+    n = 0
+    for p, recs in by_partition.items():
+        todo = recs[start.get(p, 0):]
+        for i in range(0, len(todo), CHUNK):
+            part = todo[i:i + CHUNK]
+            base = table.table()
+            table.append(p, captured(base, p), part[-1].coords.offset + 1, rows(p, part), base=base)
+            n += len(part)
+    return n
+
+
+def oracle_over(table: SnapshotTable, cfg: Config) -> OracleResult:
+    version = table.version()
+    ends = table.ends(range(cfg.partitions), version)
+    return compute_by_partition(cfg, lambda p: snapshot_columns(table, version, p, ends[p], None))
+
+
+def oracle_in_memory(cfg: Config, cols: dict[int, Columns]) -> OracleResult:
+    return compute_by_partition(cfg, lambda p: cols.get(p, Columns.empty()))
+
+
+def _split(by_partition: dict[int, list[Record]], fraction: float) -> tuple[dict[int, list[Record]], dict[int, int]]:
+    """The history without its last ``fraction`` per partition, and where the rest starts."""
+    head = {p: recs[: len(recs) - int(len(recs) * fraction)] for p, recs in by_partition.items()}
+    return head, {p: len(recs) for p, recs in head.items()}
+
+
+def measure(records: int, runs: int) -> list[Figure]:
+    cfg, by_partition = generate(records)
+    n = sum(len(r) for r in by_partition.values())
+    cols = as_columns(by_partition)
+    cond = f"{n:,} raw records, 1,000 keys, 4 partitions; table on local disk; commits of {CHUNK:,}"
+    appends, over_snapshot, in_memory, boundary = [], [], [], []
+    for _ in range(runs):
+        where = Path(tempfile.mkdtemp(prefix="amends-snapshot-bench-"))
+        try:
+            table = SnapshotTable.open(str(where / "t"), Identity("bench-source", "bench-topic", cfg.partitions))
+            head, rest_at = _split(by_partition, 0.01)
+            t0 = time.perf_counter()
+            appended = append(table, head, {})
+            appends.append(appended / (time.perf_counter() - t0))
+            t0 = time.perf_counter()
+            append(table, by_partition, rest_at)
+            got = oracle_over(table, cfg)
+            boundary.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            got = oracle_over(table, cfg)
+            over_snapshot.append(n / (time.perf_counter() - t0))
+            t0 = time.perf_counter()
+            want = oracle_in_memory(cfg, cols)
+            in_memory.append(n / (time.perf_counter() - t0))
+            if (got.result, got.rejections) != (want.result, want.rejections):
+                msg = "the oracle over the snapshot differs from the oracle over the same records"
+                raise AssertionError(msg)
+        finally:
+            shutil.rmtree(where, ignore_errors=True)
+    ratio = sorted(over_snapshot)[len(over_snapshot) // 2] / sorted(in_memory)[len(in_memory) // 2]
+    return [
+        figure(GROUP, f"append to the snapshot table, {n:,} records", appends, "records/s", cond),
+        figure(
+            GROUP, f"oracle over the snapshot, {n:,} records", over_snapshot, "records/s", cond,
+            note=f"{ratio:.2f}x the oracle over the same records already in memory (next figure)",
+        ),
+        figure(GROUP, f"oracle over the same {n:,} records in memory (baseline)", in_memory, "records/s", cond),
+        figure(
+            GROUP, f"boundary after 1% new records: append {n - sum(_split(by_partition, 0.01)[1].values()):,}"
+            f" and the oracle over all {n:,}", boundary, "s", cond,
+            note="issue 43's goal: under 5 s at 10 million records plus 100,000 new",
+        ),
+    ]
+
+
+_CHILD = """
+import json, resource, shutil, sys, tempfile
+from pathlib import Path
+import benchmarks.snapshot_bench as b
+from benchmarks.oracle_bench import as_columns, generate
+from amends_pipeline.snapshot.table import Identity, SnapshotTable
+cfg, by_partition = generate({records})
+n = sum(len(r) for r in by_partition.values())
+def hwm():
+    with open("/proc/self/status") as f:
+        return next(int(ln.split()[1]) for ln in f if ln.startswith("VmHWM:"))
+if "{form}" == "snapshot":
+    where = Path(tempfile.mkdtemp(prefix="amends-snapshot-bench-"))
+    table = SnapshotTable.open(str(where / "t"), Identity("bench-source", "bench-topic", cfg.partitions))
+    b.append(table, by_partition, {{}})
+    del by_partition
+    run = lambda: b.oracle_over(table, cfg)
+else:
+    cols = as_columns(by_partition)
+    del by_partition
+    run = lambda: b.oracle_in_memory(cfg, cols)
+import gc; gc.collect()
+with open("/proc/self/statm") as f:
+    before_kib = int(f.read().split()[1]) * (resource.getpagesize() // 1024)
+with open("/proc/self/clear_refs", "w") as f:
+    f.write("5")
+run()
+print(json.dumps(dict(records=n, before_kib=before_kib, peak_kib=hwm())))
+if "{form}" == "snapshot":
+    shutil.rmtree(where, ignore_errors=True)
+"""
+
+
+def child_peak(records: int, form: str) -> dict[str, Any]:
+    out = subprocess.run(
+        [sys.executable, "-c", _CHILD.format(records=records, form=form)],
+        cwd=ROOT, capture_output=True, text=True, check=True, timeout=7200,
+    ).stdout
+    row: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    return row
+
+
+def memory_figures(records: int) -> list[Figure]:
+    snap, mem = child_peak(records, "snapshot"), child_peak(records, "memory")
+    cond = f"{snap['records']:,} raw records, 1,000 keys, 4 partitions; child process; high-water mark restarted"
+    return [
+        figure(
+            GROUP, f"peak RSS, oracle over the snapshot, {snap['records']:,} records", [snap["peak_kib"] / 1024],
+            "MiB", cond,
+            note=f"{snap['before_kib'] / 1024:,.0f} MiB resident before it ran (generator's leftovers);"
+            f" {snap['peak_kib'] / mem['peak_kib']:.2f}x the oracle over the records in memory (next figure);"
+            " issue 43's goal: under 1 GiB at 10 million records",
+        ),
+        figure(
+            GROUP, f"peak RSS, oracle over the same {mem['records']:,} records in memory (baseline)",
+            [mem["peak_kib"] / 1024], "MiB", cond,
+            note=f"{mem['before_kib'] / 1024:,.0f} MiB resident before it ran (its input columns included)",
+        ),
+    ]
+
+
+def run(records: int, runs: int, rss_records: int) -> list[Figure]:
+    return measure(records, runs) + memory_figures(rss_records)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--records", type=int, default=1_000_000)
+    p.add_argument("--runs", type=int, default=3)
+    a = p.parse_args(argv)
+    for f in run(a.records, a.runs, a.records):
+        print(f"{f.name}: {f.median:,.2f} {f.unit} ({f.low:,.2f}-{f.high:,.2f}) {f.extra.get('note', '')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
