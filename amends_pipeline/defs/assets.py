@@ -20,6 +20,7 @@ from amends_pipeline.ops import snapshot as snapshots
 from amends_pipeline.ops.tags import NAMESPACE_TAG
 from amends_pipeline.postgres.reports import read_certified
 from amends_pipeline.runtime import Runtime
+from amends_pipeline.snapshot.table import SnapshotError
 
 GROUP = "amends"
 
@@ -37,11 +38,17 @@ def source_snapshot(context: dg.AssetExecutionContext, amends: AmendsResource) -
     """The source partition's new records appended to the snapshot table (Delta Lake), exactly once,
     with the retained range, incarnation and the worker's lag."""
     rt, p = _runtime(context, amends), int(context.partition_key)
-    taken = snapshots.take(rt, [p])
-    rows, size = snapshots.table_stats(taken, p)
+    try:
+        taken = snapshots.take(rt, [p])
+        table = metadata.snapshot_table(taken, *snapshots.table_stats(taken, p))
+    except SnapshotError as e:
+        # Refolding goes on without the copy: the lag shows in amends view and here, and the
+        # next run appends what this one could not. A stalled partition would be worse.
+        context.log.warning(f"source snapshot not taken: {e}")
+        table = {"snapshot_error": str(e)}
     snap = orchestration.snapshot(rt, [p])
     state = metadata.partition_state(snap.partitions[0], snap)
-    return dg.MaterializeResult(metadata={**state, **metadata.snapshot_table(taken, rows, size)})
+    return dg.MaterializeResult(metadata={**state, **table})
 
 
 def _snapshot_end(context: dg.AssetExecutionContext) -> int | None:

@@ -243,3 +243,18 @@ def test_a_boundary_run_computes_the_oracle_once_and_the_check_comes_from_that_c
     assert check_steps == {"oracle"}
     md = b.asset_materializations_for_node("oracle")[0].metadata
     assert md["records"].value >= 1
+
+
+def test_an_unusable_snapshot_location_is_reported_on_the_asset_and_the_refold_goes_on(harness: Harness) -> None:
+    h = harness
+    res = AmendsResource(
+        config_path=h.res.config_path, pg_dsn=h.res.pg_dsn, pg_schema=h.res.pg_schema,
+        kafka_bootstrap=h.res.kafka_bootstrap, snapshot_uri="s3://",
+    )
+    defs = build(res)
+    h.load(STAGES[0])
+    r = defs.resolve_job_def(refold_job.name).execute_in_process(instance=h.instance, partition_key="0")
+    assert r.success
+    snap = r.asset_materializations_for_node("source_snapshot")[0].metadata
+    assert "AMENDS_SNAPSHOT_URI" in snap["snapshot_error"].value
+    assert r.asset_materializations_for_node("refold")[0].metadata["reached_target"].value is True
