@@ -7,7 +7,8 @@ against these Protocols. Two sets of adapters implement them:
   ProcessingStore    postgres.store.PgStore                  adapters.MemoryProcessing
   AheadStore         postgres.store.PgStore                  adapters.MemoryProcessing
   Outbox             postgres.store.PgStore                  adapters.MemoryProcessing
-  SourceLog          roles.worker.KafkaSource                adapters.MemorySource
+  SourceLog          snapshot.source.SnapshotThenTopic       adapters.MemorySource
+                     (over roles.worker.KafkaSource)
   OutputLog          roles.relay.KafkaOutput                 adapters.MemoryOutput
   OutputSource       roles.view.KafkaOutputSource            adapters.MemoryOutput
   ViewStore          postgres.view_store.PgViewStore         adapters.MemoryView

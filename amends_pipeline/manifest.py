@@ -19,7 +19,9 @@ Incarnation is decided in this order:
    it still reaches the frontier (not shorter than what was consumed) and
    starts at or below the offset still needed.
 
-In both cases an offset still needed below the low watermark is SourceLost.
+In both cases an offset still needed below the low watermark is SourceLost,
+unless the caller holds it elsewhere: ``held[p]`` (a source snapshot's captured
+end, ``amends_pipeline.snapshot``) counts every offset below it as retained.
 """
 
 from __future__ import annotations
@@ -194,13 +196,14 @@ def _check_marker(reader: Reader, m: Manifest, p: int, wm: Watermarks) -> None:
 
 
 def check_source(
-    reader: Reader, m: Manifest, needed: dict[int, int] | None = None
+    reader: Reader, m: Manifest, needed: dict[int, int] | None = None, held: dict[int, int] | None = None
 ) -> dict[int, Watermarks]:
     """Confirm the topic's incarnation and retention; return its watermarks.
 
     ``needed[p]`` is the caller's frontier: the lowest offset it still has to
     read (a worker's frontier; 0 for a full-history reader). Partitions absent
-    from ``needed`` get the incarnation check only.
+    from ``needed`` get the incarnation check only. ``held[p]``: offsets below
+    it are held by a source snapshot, so the topic need not retain them.
     """
     n = reader.partitions()
     if n != m.partitions:
@@ -214,13 +217,14 @@ def check_source(
             _check_marker(reader, m, p, wm)
         frontier = (needed or {}).get(p)
         if frontier is not None:
-            check_range(m, p, wm, frontier)
+            check_range(m, p, wm, frontier, (held or {}).get(p, 0))
         marks[p] = wm
     return marks
 
 
-def check_range(m: Manifest, p: int, wm: Watermarks, frontier: int) -> None:
-    """The retained range must reach ``frontier`` and start at or below the offset needed next."""
+def check_range(m: Manifest, p: int, wm: Watermarks, frontier: int, held: int = 0) -> None:
+    """The retained range must reach ``frontier`` and start at or below the offset needed next,
+    unless that offset lies below ``held`` (a source snapshot's captured end holds it)."""
     if wm.high < frontier:
         msg = (
             f"{m.source_topic}[{p}] ends at {wm.high}, below the frontier {frontier}:"
@@ -228,9 +232,10 @@ def check_range(m: Manifest, p: int, wm: Watermarks, frontier: int) -> None:
         )
         raise IncarnationMismatch(msg)
     need = m.needed(p, frontier)
-    if wm.low > need:
+    if wm.low > need >= held:
+        snapshot = f" and the source snapshot holds offsets below {held} only" if held else ""
         msg = (
-            f"{m.source_topic}[{p}] retains offsets from {wm.low}, but offset {need} is"
+            f"{m.source_topic}[{p}] retains offsets from {wm.low}{snapshot}, but offset {need} is"
             " still needed: the source prefix was lost (never skipped)"
         )
         raise SourceLost(msg)

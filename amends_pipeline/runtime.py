@@ -1,5 +1,7 @@
-"""Composition root: configuration, environment, stores and Kafka clients in one place.
+"""Composition root: configuration, environment, stores, Kafka clients and workers in one place.
 
+A worker reads its source partition through ``Runtime.worker``: the topic, and
+below what the topic still retains, the source snapshot (``SnapshotThenTopic``).
 Everything else receives what it needs as arguments; only this module reads
 ``AMENDS_PG_DSN``, ``AMENDS_PG_SCHEMA``, ``AMENDS_KAFKA_BOOTSTRAP``, the topic
 settings ``AMENDS_KAFKA_REPLICATION_FACTOR`` / ``AMENDS_KAFKA_MIN_INSYNC_REPLICAS`` and
@@ -11,6 +13,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
+from typing import TYPE_CHECKING
 
 from confluent_kafka.admin import AdminClient
 
@@ -24,7 +28,12 @@ from amends_pipeline.postgres.connection import DEFAULT_SCHEMA, dsn_from_env
 from amends_pipeline.postgres.store import PgStore
 from amends_pipeline.postgres.view_store import PgViewStore
 from amends_pipeline.redaction import remember_dsn
+from amends_pipeline.roles.worker import KafkaSource, WorkerPartition
 from amends_pipeline.snapshot import URI_ENV
+from amends_pipeline.snapshot.source import SnapshotThenTopic
+
+if TYPE_CHECKING:
+    from amends_pipeline.snapshot.read import PartitionRows
 
 REPLICATION_FACTOR_ENV = "AMENDS_KAFKA_REPLICATION_FACTOR"
 MIN_INSYNC_REPLICAS_ENV = "AMENDS_KAFKA_MIN_INSYNC_REPLICAS"
@@ -155,3 +164,29 @@ class Runtime:
     def admin(self) -> AdminClient:
         """An admin client for the cluster (topic creation and description)."""
         return AdminClient(self.kafka_settings().admin_config())
+
+    def worker(
+        self, store: PgStore, reader: Reader, m: Manifest, partition: int, *,
+        batch_size: int = 1000, recheck_seconds: float = 5.0,
+    ) -> WorkerPartition:
+        """The worker of one source partition, reading ``source``: every worker is wired here."""
+        source = self.source(reader, m, partition, recheck_seconds=recheck_seconds)
+        return WorkerPartition(store, reader, m, partition, batch_size=batch_size, source=source)
+
+    def source(
+        self, reader: Reader, m: Manifest, partition: int, *, recheck_seconds: float = 5.0
+    ) -> SnapshotThenTopic:
+        """A worker's SourceLog of one partition: the topic and, below what the topic still
+        retains, the source snapshot up to its captured end (``snapshot.source``)."""
+        topic = KafkaSource(reader, m, partition, recheck_seconds=recheck_seconds)
+        return SnapshotThenTopic(topic, partial(self.snapshot_rows, m, partition))
+
+    def snapshot_rows(self, m: Manifest, partition: int) -> PartitionRows:
+        """One partition of the namespace's source snapshot as of its latest version; NoSnapshot
+        when none was taken. Imports deltalake, so only a worker that needs the snapshot calls it."""
+        from amends_pipeline.ops.snapshot import open_table
+        from amends_pipeline.snapshot.read import PartitionRows
+
+        table = open_table(self, m, create=False)
+        version = table.version()
+        return PartitionRows(table, version, m, partition, table.ends([partition], version)[partition])

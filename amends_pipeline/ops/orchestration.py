@@ -23,7 +23,6 @@ from amends_pipeline.ops.skip import skip_command
 from amends_pipeline.postgres.reports import rejections_by_reason
 from amends_pipeline.roles.relay import RelayBusy, RelayLock, RelayPartition
 from amends_pipeline.roles.view import OutputLost, ViewPartition, ViewStopped
-from amends_pipeline.roles.worker import WorkerPartition
 from amends_pipeline.runtime import Runtime
 
 
@@ -220,7 +219,7 @@ def refold(
     with rt.store("amends-refold") as store:
         m = rt.manifest(store)
         with rt.reader(m.source_topic) as reader:
-            w = WorkerPartition(store, reader, m, partition, batch_size=batch_size)
+            w = rt.worker(store, reader, m, partition, batch_size=batch_size)
             w.claim()
             before = w.source.start(store.frontier(partition))
             target = until if until is not None else reader.watermarks(partition).high

@@ -175,7 +175,7 @@ def _open(
         store = stack.enter_context(retried(lambda: rt.store("amends-worker")))
         m = retried(lambda: rt.manifest(store))
         reader = stack.enter_context(retried(lambda: rt.reader(m.source_topic)))
-        workers = [WorkerPartition(store, reader, m, p, batch_size=batch) for p in parts]
+        workers = [rt.worker(store, reader, m, p, batch_size=batch) for p in parts]
         for w in workers:
             tok = retried(w.claim)
             frontier = retried(functools.partial(store.frontier, w.partition))

@@ -10,8 +10,10 @@ consumer offsets are never committed or trusted.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from amends_core.ledger import Record
+from amends_core.ports import SourceLog
 from amends_core.roles.worker import BATCH_BYTES, CLAIM_ATTEMPTS, StepResult, Worker
 from amends_pipeline.kafka.topics import OffsetLost, Reader, to_records
 from amends_pipeline.manifest import Manifest, SourceLost, check_range, check_source
@@ -35,6 +37,9 @@ class KafkaSource:
         self.partition = partition
         self.recheck_seconds = recheck_seconds
         self._checked_at = float("-inf")
+        self.held = 0
+        """Offsets below this are held by a source snapshot: the topic need not retain them
+        (``check_range``). Set by ``snapshot.source.SnapshotThenTopic``, which reads them."""
 
     def reset(self) -> None:
         self._checked_at = float("-inf")
@@ -48,11 +53,11 @@ class KafkaSource:
         p = self.partition
         now = time.monotonic()
         if now - self._checked_at >= self.recheck_seconds:
-            wm = check_source(self.reader, self.manifest, {p: frontier})[p]
+            wm = check_source(self.reader, self.manifest, {p: frontier}, {p: self.held})[p]
             self._checked_at = now
         else:
             wm = self.reader.watermarks(p)
-            check_range(self.manifest, p, wm, frontier)
+            check_range(self.manifest, p, wm, frontier, self.held)
         return wm.high
 
     def read(self, frontier: int, high: int, limit: int, max_bytes: int) -> tuple[list[Record], int]:
@@ -60,21 +65,32 @@ class KafkaSource:
 
         At most ``limit`` messages, cut after the one that reaches ``max_bytes``.
         """
+        return read_on(self.read_once, frontier, high, limit, max_bytes)
+
+    def read_once(self, frontier: int, high: int, limit: int, max_bytes: int) -> tuple[list[Record], int]:
+        """One bounded read of [frontier, high): ``read`` without reading on past a lone marker."""
         p = self.partition
-        source = self.manifest.source_incarnation
-        marker = self.manifest.marker_at(p)
-        records: list[Record] = []
-        position = frontier
-        while not records and position < high:  # only the marker read: read on
-            try:
-                msgs, position = self.reader.read(p, position, high, limit, max_bytes)
-            except OffsetLost:
-                # Retention overtook the read: report it as the check would, never skip.
-                self.reset()
-                check_range(self.manifest, p, self.reader.watermarks(p), position)
-                raise
-            records += to_records(source, p, msgs, marker)
-        return records, position
+        try:
+            msgs, position = self.reader.read(p, frontier, high, limit, max_bytes)
+        except OffsetLost:
+            # Retention overtook the read: report it as the check would, never skip.
+            self.reset()
+            check_range(self.manifest, p, self.reader.watermarks(p), frontier, self.held)
+            raise
+        return to_records(self.manifest.source_incarnation, p, msgs, self.manifest.marker_at(p)), position
+
+
+def read_on(
+    read_once: Callable[[int, int, int, int], tuple[list[Record], int]],
+    frontier: int, high: int, limit: int, max_bytes: int,
+) -> tuple[list[Record], int]:
+    """``read_once(position, high, limit, max_bytes)`` from ``frontier`` until a read gives records
+    or reaches ``high``: a read that met only the recorded marker reads on (``SourceLog.read``)."""
+    records: list[Record] = []
+    position = frontier
+    while not records and position < high:
+        records, position = read_once(position, high, limit, max_bytes)
+    return records, position
 
 
 class WorkerPartition(Worker):
@@ -91,8 +107,12 @@ class WorkerPartition(Worker):
         batch_bytes: int = BATCH_BYTES,
         recheck_seconds: float = 5.0,
         ahead: int = AHEAD,
+        source: SourceLog | None = None,
     ) -> None:
-        source = KafkaSource(reader, manifest, partition, recheck_seconds=recheck_seconds)
+        """``source``: the partition's SourceLog (default: the topic alone, ``KafkaSource``);
+        ``Runtime.worker`` gives the topic with the source snapshot below it."""
+        if source is None:
+            source = KafkaSource(reader, manifest, partition, recheck_seconds=recheck_seconds)
         super().__init__(
             store, source, partition, batch_size=batch_size, batch_bytes=batch_bytes,
             clock=time.perf_counter, ahead=ahead,

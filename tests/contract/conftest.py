@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,6 +29,7 @@ from tests.contract.logs import (
     MemorySourceKit,
     SimOutputKit,
     SimSourceKit,
+    SnapshotSourceKit,
 )
 
 Factory = Callable[..., Any]
@@ -86,6 +88,16 @@ def kafka_sources(
 ) -> Iterator[Factory]:
     def build(cfg: Config | None = None) -> KafkaSourceKit:
         return KafkaSourceKit(cfg or b.config(), pg_dsn, pg_schema, kafka_broker, topic_name)
+
+    yield from _factory(build)
+
+
+@pytest.fixture
+def snapshot_sources(
+    pg_dsn: str, pg_schema: str, kafka_broker: RealBroker, topic_name: Callable[[str], str], tmp_path: Path
+) -> Iterator[Factory]:
+    def build(cfg: Config | None = None) -> SnapshotSourceKit:
+        return SnapshotSourceKit(cfg or b.config(), pg_dsn, pg_schema, kafka_broker, topic_name, str(tmp_path / "snap"))
 
     yield from _factory(build)
 

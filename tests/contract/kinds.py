@@ -66,4 +66,13 @@ class OnKafka:
         return kafka_outputs
 
 
-__all__ = ["OnKafka", "OnMemory", "OnPostgres", "OnSim"]
+class OnSnapshot:
+    """The worker's source of ``Runtime.source``: a source snapshot (a Delta table on disk) holding
+    what retention deleted from a topic on the shared real broker, then that topic."""
+
+    @pytest.fixture
+    def make_source(self, snapshot_sources: Any) -> Any:
+        return snapshot_sources
+
+
+__all__ = ["OnKafka", "OnMemory", "OnPostgres", "OnSim", "OnSnapshot"]

@@ -10,6 +10,8 @@ hands it one set of adapters of one kind:
                                                                          KafkaOutputSource
   sim       sim.faults.FaultyProcessing      sim.faults.FaultyView       SimSource, FaultyLog
             (no fault armed: every commit lands and its reply arrives)
+  snapshot                                                               SnapshotThenTopic (the
+                                                                         source snapshot, then Kafka)
 
 Beside the port objects a kit offers only inspection (``state``,
 ``view_state``) and what an operator or a restart does (``replay``,

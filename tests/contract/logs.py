@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from confluent_kafka import TopicPartition
+
 from amends_core.adapters import MemoryOutput, MemorySource
 from amends_core.ledger import Config, Coordinates, Envelope, Record
 from amends_core.ports import OutboxRow
@@ -19,6 +21,7 @@ from amends_core.sim.faults import FaultyLog, SimSource
 from amends_pipeline.kafka.realbroker import RealBroker
 from amends_pipeline.kafka.topics import Reader, Writer
 from amends_pipeline.ops.provision import provision
+from amends_pipeline.ops.snapshot import take
 from amends_pipeline.postgres.store import OutboxEntry
 from amends_pipeline.roles.relay import KafkaOutput
 from amends_pipeline.roles.view import KafkaOutputSource
@@ -66,10 +69,10 @@ class KafkaSourceKit:
     def __init__(self, cfg: Config, dsn: str, schema: str, broker: RealBroker, topics: Any) -> None:
         self.rt = Runtime(cfg, dsn=dsn, schema=schema, bootstrap=broker.bootstrap)
         self.topic = topics("source")
-        manifest = provision(self.rt, self.topic, topics("output")).manifest
+        self.manifest = provision(self.rt, self.topic, topics("output")).manifest
         self.reader = self.rt.reader(self.topic)
         self.writer = Writer(broker.bootstrap)
-        self.log: Any = KafkaSource(self.reader, manifest, 0)
+        self.log: Any = KafkaSource(self.reader, self.manifest, 0)
 
     def append(self, messages: Sequence[Message]) -> None:
         for key, value in messages:
@@ -78,6 +81,34 @@ class KafkaSourceKit:
 
     def close(self) -> None:
         self.reader.close()
+
+
+class SnapshotSourceKit(KafkaSourceKit):
+    """The source a worker reads (``Runtime.source``) when retention deleted what the snapshot holds.
+
+    Each ``append`` produces the first half of its messages, captures the whole topic into
+    the source snapshot (a Delta table in the test's folder) and deletes the captured records
+    from the topic, as retention would, then produces the second half: every read starts in
+    the table and goes on in the topic.
+    """
+
+    kind = "snapshot"
+
+    def __init__(self, cfg: Config, dsn: str, schema: str, broker: RealBroker, topics: Any, where: str) -> None:
+        super().__init__(cfg, dsn, schema, broker, topics)
+        self.broker = broker
+        self.rt.snapshot_uri = where
+        self.log = self.rt.source(self.reader, self.manifest, 0)
+
+    def append(self, messages: Sequence[Message]) -> None:
+        half = len(messages) // 2
+        super().append(messages[:half])
+        if half:
+            end = take(self.rt, [0]).appended[0].end
+            admin = self.broker.admin()  # kept while its futures run
+            for f in admin.delete_records([TopicPartition(self.topic, 0, end)]).values():
+                f.result(timeout=30)
+        super().append(messages[half:])
 
 
 class MemoryOutputKit:
@@ -125,5 +156,5 @@ class KafkaOutputKit:
 
 __all__ = [
     "KafkaOutputKit", "KafkaSourceKit", "MemoryOutputKit", "MemorySourceKit", "Message",
-    "SimOutputKit", "SimSourceKit",
+    "SimOutputKit", "SimSourceKit", "SnapshotSourceKit",
 ]

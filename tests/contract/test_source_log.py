@@ -2,7 +2,9 @@
 
 Every test runs on each source log (``TestMemory``, ``TestSim``, ``TestKafka``: a
 provisioned topic on the shared real broker, whose first offset holds the
-namespace's marker message). Nothing here assumes where the first record lies:
+namespace's marker message; ``TestSnapshotThenTopic``: the same topic after its
+first records were captured into the source snapshot and deleted from it, read
+as a worker reads it, the snapshot first). Nothing here assumes where the first record lies:
 reads start at a frontier, as a worker's do, and the marker is never a record.
 """
 
@@ -11,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests import builders as b
-from tests.contract.kinds import OnKafka, OnMemory, OnSim
+from tests.contract.kinds import OnKafka, OnMemory, OnSim, OnSnapshot
 
 KEY = b.K1.transport_key()
 
@@ -105,4 +107,8 @@ class TestSim(OnSim, SourceLogContract):
 
 
 class TestKafka(OnKafka, SourceLogContract):
+    pass
+
+
+class TestSnapshotThenTopic(OnSnapshot, SourceLogContract):
     pass
