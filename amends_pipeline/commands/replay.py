@@ -38,7 +38,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "rebuild",
         help="reconstruct the namespace into a fresh namespace and output topic, then verify",
         description=(
-            "Checks that the whole source is still retained, then (with --execute) registers"
+            "Checks that the whole source is still held (by the topic or, where retention"
+            " deleted the early history, by the source snapshot: AMENDS_SNAPSHOT_URI, `amends"
+            " snapshot`), then (with --execute) registers"
             " the new namespace, binds it to the same source incarnation and the new output"
             " topic, refolds every partition through a Dagster backfill of refold_job (tagged"
             " amends/namespace=NEW; needs DAGSTER_HOME and a running dagster-daemon, see"

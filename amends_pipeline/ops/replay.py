@@ -6,10 +6,12 @@ envelope, or the same quarantine record and reason). Only after the whole
 interval passes does ``--execute`` claim a new ownership epoch; frontier,
 evidence and output versions never change.
 
-Rebuild reconstructs a fresh namespace from the retained source with the
+Rebuild reconstructs a fresh namespace from the whole source with the
 production roles (worker, relay, view), publishing to a new output topic with
-independent output identities, and verifies it. The original namespace is
-not touched.
+independent output identities, and verifies it. The whole source is what the
+topic retains and, where retention deleted the early history, the source
+snapshot below its captured end (the rebuild's worker reads it there, see
+``snapshot.source``). The original namespace is not touched.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
+from functools import partial
 
 from amends_core.errors import OperationError, ReplayMismatch
 from amends_core.ledger import Config, Record
@@ -27,6 +30,7 @@ from amends_pipeline.ops.verify import verify_namespace
 from amends_pipeline.roles.loop import Stop, run_loop
 from amends_pipeline.roles.steps import ROLES, open_steps
 from amends_pipeline.runtime import Runtime
+from amends_pipeline.snapshot.source import check_whole_source
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,19 +101,20 @@ def rebuild(
         msg = "the rebuild namespace must differ from the original"
         raise OperationError(msg)
     new_cfg: Config = old.with_namespace(new_namespace)
-    say("checking that the whole source is still retained")
+    say("checking that the whole source is still held (the topic, or the source snapshot below it)")
     with rt.store("amends-rebuild", read_only=True) as store:  # the original must exist
         m = rt.manifest(store)
         if output_topic == m.output_topic:
             msg = f"output topic {output_topic!r} belongs to {old.namespace!r}; use a new one"
             raise OperationError(msg)
         with rt.reader(m.source_topic) as reader:
-            check_source(reader, m, {p: 0 for p in range(old.partitions)})
+            for line in check_whole_source(reader, m, partial(rt.snapshot_rows, m)):
+                say(line)
         original = store.snapshot(evidence=False, outbox="none")
     if not execute:
         return RebuildPlan(new_namespace, output_topic, m.source_topic, False, None)
     say(f"registering {new_namespace!r} with output topic {output_topic!r}")
-    nrt = Runtime(new_cfg, dsn=rt.dsn, schema=rt.schema, bootstrap=rt.kafka())
+    nrt = Runtime(new_cfg, dsn=rt.dsn, schema=rt.schema, bootstrap=rt.kafka(), snapshot_uri=rt.snapshot_uri)
     ensure_topic(nrt, output_topic, new_cfg.partitions, output=True)
     with nrt.store("amends-rebuild") as nstore:
         try:

@@ -206,7 +206,7 @@ def test_load_and_rebuild_report_progress_on_stderr_and_machine_readable_results
     doc = json.loads(r.stdout)
     assert doc["accepted"] is True and doc["report"]["status"] == "PASS"
     phases = [line.split("rebuild: ", 1)[1] for line in r.stderr.splitlines() if "rebuild: " in line]
-    assert phases[0] == "checking that the whole source is still retained"
+    assert phases[0] == "checking that the whole source is still held (the topic, or the source snapshot below it)"
     assert phases[-1] == "verifying against the oracle"
     quiet = p.run("rebuild", "--config", CFG, "--new-namespace", "core-demo-rb", "--output-topic", rebuilt,
                   "--execute", "--in-process", "--quiet", timeout=180)
