@@ -25,6 +25,8 @@ from amends_pipeline.ops.snapshot import take
 from amends_pipeline.roles.worker import KafkaSource
 from amends_pipeline.runtime import Runtime
 from tests.e2e.conftest import FIXTURE, Pipeline
+from tests.e2e.test_dagster_daemon import _wait_for_certified as wait_for_certified
+from tests.e2e.test_dagster_daemon import dagster_db, under_dagster  # noqa: F401 (fixtures)
 from tests.e2e.test_real_kafka_source import KEY, many, produce, txn
 from tests.e2e.test_source_snapshot import snapshot
 
@@ -121,6 +123,26 @@ def test_the_refold_a_dagster_backfill_runs_reads_the_snapshot_too(pipeline: Pip
         len((FIXTURE / stage).read_text().splitlines()) for stage in STAGES
     )
     assert plan.report is not None and plan.report.status.value == "PASS" and plan.accepted
+
+
+@pytest.mark.slow
+def test_a_rebuild_by_dagster_backfill_after_retention_reads_the_snapshot_and_verifies_pass(
+    request: pytest.FixtureRequest,
+) -> None:
+    """The backfill's refold runs (dagster-daemon, code server) read the snapshot their
+    source_snapshot assets kept: the code location and the commands share AMENDS_SNAPSHOT_URI."""
+    p, d = request.getfixturevalue("under_dagster")  # test_dagster_daemon's fixture, imported above
+    d.start()
+    for stage in STAGES:
+        p.load(FIXTURE / stage)
+    wait_for_certified(p, d, 2)
+    p.ok("snapshot", "--config", str(p.config))  # up to the topic's end, whatever the assets took
+    delete_every_record(p)
+    out = p.ok(
+        "rebuild", "--config", str(p.config), "--new-namespace", "rebuilt-by-backfill",
+        "--output-topic", f"{p.output_topic}-rebuilt", "--execute", timeout=600,
+    )
+    assert "backfill" in out and "verification PASS" in out and "source: snapshot" in out, out
 
 
 def read_batches(log: Any, limit: int, max_bytes: int) -> list[tuple[list[Record], int]]:
