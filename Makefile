@@ -42,8 +42,8 @@ demo: setup
 	$(VENV)/bin/amends demo
 
 # Test tiers (docs/testing.md). TEST_WORKERS pytest-xdist workers, each with its own database and
-# broker; most of the suite waits on processes, so three workers keep two CPUs busy.
-TEST_WORKERS ?= 3
+# broker; most of the suite waits on processes, so four workers keep two CPUs busy.
+TEST_WORKERS ?= 4
 PYTEST := $(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal
 
 # Every kind of test (what CI runs, the README's command), the 20 slowest named at the end.
