@@ -54,15 +54,6 @@ Expected = (
 """(rejections, conflicts[, operator skips]) that PASS_WITH_EXCLUSIONS must list exactly."""
 
 
-def verify_boundary(rt: Runtime, expected: Expected = None, config: str = "CONFIG.json") -> Verification:
-    """Verify the view against the oracle; accepted only at a boundary that held still.
-
-    ``expected``: what PASS_WITH_EXCLUSIONS must list exactly; ``config`` is the file named
-    in the ``amends skip`` advice.
-    """
-    return oracle_and_verification(rt, expected, config)[1]
-
-
 def oracle_and_verification(
     rt: Runtime, expected: Expected = None, config: str = "CONFIG.json"
 ) -> tuple[OracleSummary, Verification]:

@@ -121,19 +121,6 @@ def pin_snapshot(rt: Runtime, m: Manifest, reasons: list[str]) -> Pinned | None:
         return None
 
 
-def read_source(
-    reader: Reader, m: Manifest, ends: dict[int, int], starts: dict[int, int] | None = None
-) -> dict[int, Columns]:
-    """Every retained source record of [start, H) per partition (``read_partition``).
-
-    ``starts[p]`` defaults to the partition's low watermark (what is retained).
-    """
-    return {
-        p: read_partition(reader, m, p, reader.watermarks(p).low if starts is None else starts[p], end)
-        for p, end in ends.items()
-    }
-
-
 def lost_records(store: PgStore, source: dict[int, Columns], ends: dict[int, int]) -> list[str]:
     """Reasons naming consumed records that the source no longer holds (one per partition)."""
     reasons = []

@@ -38,8 +38,6 @@ class Appended:
     """The captured end after it (the topic's end when it ran)."""
     records: int
     gaps: list[tuple[int, int, str]] = field(default_factory=list)
-    version: int | None = None
-    """The table version of the last commit, None when nothing was new."""
 
 
 def capture(
@@ -61,7 +59,6 @@ def capture_partition(
     first: int | None = None
     records = 0
     gaps: list[tuple[int, int, str]] = []
-    version: int | None = None
     while True:
         base = table.table()
         start = captured(base, partition)
@@ -69,13 +66,13 @@ def capture_partition(
             first = start
         wm = reader.watermarks(partition)
         if start >= wm.high:
-            return Appended(partition, first, start, records, gaps, version)
+            return Appended(partition, first, start, records, gaps)
         try:
             rows, stop, new_gaps, n = _chunk(reader, partition, start, wm.low, wm.high, chunk)
         except OffsetLost:
             continue  # retention moved the low watermark while reading: start again, a gap now
         try:
-            version = table.append(partition, start, stop, rows, base=base)
+            table.append(partition, start, stop, rows, base=base)
         except Concurrent:
             continue
         records += n

@@ -23,7 +23,7 @@ from amends_pipeline.kafka.topics import MARKER_HEADER, Reader, Writer
 from amends_pipeline.manifest import IncarnationMismatch, SourceLost, check_source
 from amends_pipeline.ops.provision import provision
 from amends_pipeline.ops.replay import drain, replay
-from amends_pipeline.ops.verify import read_source, verify_namespace
+from amends_pipeline.ops.verify import read_partition, verify_namespace
 from amends_pipeline.roles.worker import WorkerPartition
 from amends_pipeline.runtime import Runtime
 from tests import builders as b
@@ -138,10 +138,10 @@ def test_only_the_recorded_marker_is_skipped_and_other_marker_headers_are_quaran
     spoofed = [m.markers[0] + 2, m.markers[0] + 3]
     assert quarantined == [(o, RejectReason.RESERVED_HEADER) for o in spoofed]
     with rt.reader(src) as r:
-        source = read_source(r, m, {0: snap.frontier(0)})
+        low = r.watermarks(0).low
+        source = {0: read_partition(r, m, 0, low, snap.frontier(0))}
         oracle = oracle_compute(rt.cfg, source)
         # the oracle's columns hold exactly the records the worker's route makes of the same messages
-        low = r.watermarks(0).low
         as_records = [x for x, _ in r.records(m.source_incarnation, 0, low, snap.frontier(0), m.marker_at(0))]
     assert None in as_records  # the recorded marker is in the range, and left out of both
     rows = gather(rt.cfg, source).records(range(len(source[0])))
