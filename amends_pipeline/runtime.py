@@ -184,9 +184,9 @@ class Runtime:
     def snapshot_rows(self, m: Manifest, partition: int) -> PartitionRows:
         """One partition of the namespace's source snapshot as of its latest version; NoSnapshot
         when none was taken. Imports deltalake, so only a worker that needs the snapshot calls it."""
-        from amends_pipeline.ops.snapshot import open_table
         from amends_pipeline.snapshot.read import PartitionRows
+        from amends_pipeline.snapshot.table import namespace_table
 
-        table = open_table(self, m, create=False)
+        table = namespace_table(self.snapshot_uri, m, create=False)
         version = table.version()
         return PartitionRows(table, version, m, partition, table.ends([partition], version)[partition])

@@ -1,8 +1,8 @@
 """Taking and reading source snapshots for a namespace (the command, the asset and verification).
 
 The table is bound to the namespace's source topic by the topic ID recorded at
-provisioning (on a cluster without topic IDs, by the source incarnation's
-marker namespace), so a recreated topic is refused instead of being mixed in.
+provisioning (``table.identity_of``), so a recreated topic is refused instead of
+being mixed in.
 """
 
 from __future__ import annotations
@@ -15,17 +15,12 @@ from amends_pipeline.kafka.topics import Reader
 from amends_pipeline.manifest import Manifest, check_source
 from amends_pipeline.runtime import Runtime
 from amends_pipeline.snapshot.capture import CHUNK, Appended, capture
-from amends_pipeline.snapshot.table import Identity, NoSnapshot, SnapshotError, SnapshotTable, location
+from amends_pipeline.snapshot.table import NoSnapshot, SnapshotError, SnapshotTable, location, namespace_table
 
 
-def identity(m: Manifest) -> Identity:
-    """What a snapshot of this namespace's source must hold."""
-    return Identity(m.source_topic, m.source_topic_id or f"no-topic-id:{m.marker_namespace}", m.partitions)
-
-
-def open_table(rt: Runtime, m: Manifest, *, create: bool = True) -> SnapshotTable:
-    """The namespace's snapshot table (created empty on first use when ``create``)."""
-    return SnapshotTable.open(location(rt.snapshot_uri, m.source_topic), identity(m), create=create)
+def _manifest(rt: Runtime) -> Manifest:
+    with rt.store("amends-snapshot", read_only=True) as store:
+        return rt.manifest(store)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,10 +47,9 @@ class Taken:
 
 def take(rt: Runtime, partitions: Sequence[int] | None = None, *, chunk: int | None = None) -> Taken:
     """Append every partition (or ``partitions``) of the namespace's source up to the topic's end."""
-    with rt.store("amends-snapshot", read_only=True) as store:
-        m = rt.manifest(store)
+    m = _manifest(rt)
     parts = list(range(m.partitions)) if partitions is None else list(partitions)
-    table = open_table(rt, m)
+    table = namespace_table(rt.snapshot_uri, m)
     with rt.reader(m.source_topic) as reader:
         check_source(reader, m)
         appended = capture(table, reader, parts, chunk=chunk or CHUNK)
@@ -90,7 +84,7 @@ def pin(rt: Runtime, m: Manifest, version: int | None = None) -> Pinned | None:
     Raises SnapshotError when the table cannot be read or holds another topic.
     """
     try:
-        table = open_table(rt, m, create=False)
+        table = namespace_table(rt.snapshot_uri, m, create=False)
     except NoSnapshot:
         return None
     v = table.version() if version is None else version
@@ -104,15 +98,12 @@ def table_stats(taken: Taken, partition: int) -> tuple[int, int]:
 
 def existing_table(rt: Runtime) -> SnapshotTable:
     """The namespace's snapshot table; NoSnapshot when none was taken yet."""
-    with rt.store("amends-snapshot", read_only=True) as store:
-        m = rt.manifest(store)
-    return open_table(rt, m, create=False)
+    return namespace_table(rt.snapshot_uri, _manifest(rt), create=False)
 
 
 def status_lines(rt: Runtime) -> list[str]:
     """What ``amends view`` shows of the snapshot: per partition, its captured end and lag."""
-    with rt.store("amends-view", read_only=True) as store:
-        m = rt.manifest(store)
+    m = _manifest(rt)
     try:
         pinned = pin(rt, m)
     except SnapshotError as e:

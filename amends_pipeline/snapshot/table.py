@@ -24,7 +24,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 import polars as pl
@@ -33,6 +33,9 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
 from amends_pipeline.snapshot import URI_ENV
+
+if TYPE_CHECKING:
+    from amends_pipeline.manifest import Manifest
 
 DEFAULT_ROOT = Path(__file__).resolve().parents[2] / "var" / "snapshot"
 """Where tables live when ``AMENDS_SNAPSHOT_URI`` is unset: the checkout's git-ignored ``var/``."""
@@ -122,6 +125,18 @@ def location(uri: str | None, topic: str) -> str:
         msg = f"{URI_ENV}={text!r}: {parsed.scheme}:// needs a bucket or container"
         raise SnapshotError(msg)
     return text.rstrip("/") + "/" + topic
+
+
+def identity_of(m: Manifest) -> Identity:
+    """What a snapshot of a namespace's source must hold: its topic, bound by the topic ID recorded
+    at provisioning (on a cluster without topic IDs, by the incarnation's marker namespace)."""
+    return Identity(m.source_topic, m.source_topic_id or f"no-topic-id:{m.marker_namespace}", m.partitions)
+
+
+def namespace_table(uri: str | None, m: Manifest, *, create: bool = True) -> SnapshotTable:
+    """The snapshot table of a namespace's source topic under ``uri`` (``AMENDS_SNAPSHOT_URI``),
+    created empty on first use when ``create``; NoSnapshot when it does not exist and not ``create``."""
+    return SnapshotTable.open(location(uri, m.source_topic), identity_of(m), create=create)
 
 
 @dataclass
