@@ -38,29 +38,39 @@ def reserved() -> pl.Expr:
     ).alias("reserved")
 
 
+def message_rows(table: SnapshotTable, version: int, partition: int) -> pl.LazyFrame:
+    """(offset, key, value, reserved) of one partition's messages in table version ``version``
+    (gap rows left out; a message without a value has a null one)."""
+    return (
+        table.scan(version)
+        .filter((pl.col("partition") == partition) & pl.col("gap_end").is_null())
+        .select("offset", "key", "value", reserved())
+    )
+
+
+def is_recorded_marker(
+    offset: int, value: bytes | None, flag: bool, marker: tuple[int, Marker] | None
+) -> bool:
+    """Whether a message is the namespace's recorded marker, which readers leave out
+    (``reserved_flag`` gives None for it): the recorded offset, the header and the content."""
+    return marker is not None and flag and offset == marker[0] and Marker.parse(value) == marker[1]
+
+
 def snapshot_columns(
     table: SnapshotTable, version: int, partition: int, end: int, marker: tuple[int, Marker] | None
 ) -> Columns:
     """The records of one partition below ``end`` held by table version ``version``."""
     df = (
-        table.scan(version)
-        .filter(
-            (pl.col("partition") == partition) & pl.col("gap_end").is_null() & (pl.col("offset") < end)
-        )
-        .select(
-            "offset",
-            "key",
-            pl.col("value").fill_null(b""),
-            reserved(),
-        )
+        message_rows(table, version, partition)
+        .filter(pl.col("offset") < end)
+        .with_columns(pl.col("value").fill_null(b""))
         .sort("offset")
         .collect(engine="streaming")
     )
     if marker is not None:
-        at, content = marker
-        hit = df.filter((pl.col("offset") == at) & pl.col("reserved"))
-        if hit.height and Marker.parse(hit["value"][0]) == content:
-            df = df.filter(pl.col("offset") != at)
+        hit = df.filter(pl.col("offset") == marker[0])
+        if hit.height and is_recorded_marker(marker[0], hit["value"][0], hit["reserved"][0], marker):
+            df = df.filter(pl.col("offset") != marker[0])
     return Columns(
         df["offset"].cast(pl.Int64), df["key"], df["value"], df["reserved"].cast(pl.Boolean)
     )
@@ -120,11 +130,7 @@ class PartitionRows:
         ]
         """[start, end) of each range retention deleted before a capture (a range holding only
         the recorded marker is not a loss)."""
-        self._scan = (
-            table.scan(version)
-            .filter((pl.col("partition") == partition) & pl.col("gap_end").is_null())
-            .select("offset", "key", "value", reserved())
-        )
+        self._scan = message_rows(table, version, partition)
         self._rows = pl.DataFrame()
         self._from = self._to = 0
         self._span = FIRST_WINDOW
@@ -147,13 +153,12 @@ class PartitionRows:
         """The records of [frontier, stop) up to ``limit`` messages, cut after the message that
         reaches ``max_bytes``; never past ``end`` nor into a range retention deleted."""
         stop = min([stop, self.end, *(a for a, _ in self.lost if a > frontier)])
-        at_marker, content = self.marker
         records: list[Record] = []
         n = size = 0
         for off, key, value, flag in self._rows_from(frontier, stop):
             n += 1
             size += len(key or b"") + len(value or b"")
-            if not (flag and off == at_marker and Marker.parse(value) == content):
+            if not is_recorded_marker(off, value, flag, self.marker):
                 records.append(Record(value or b"", key, Coordinates(self.source, self.partition, off), flag))
             if n >= limit or size >= max_bytes:
                 return Part(records, n, size, off + 1, True)
