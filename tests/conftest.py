@@ -19,6 +19,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 
 import pytest
 
@@ -31,7 +32,7 @@ from amends_pipeline.postgres.ensure import (
     with_dbname,
 )
 from amends_pipeline.postgres.errors import StoreUnavailable
-from tests import leftovers
+from tests import leftovers, shared_broker
 from tests.schema_pool import SchemaPool
 
 
@@ -78,18 +79,22 @@ def pg_schema(schema_pool: SchemaPool) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealBroker]:
+def kafka_broker(request: pytest.FixtureRequest) -> Iterator[RealBroker]:
     """One real Apache Kafka broker (single KRaft node on loopback) for the whole test run.
 
-    Tests share it, so each uses topics of its own; a test that kills, restarts
-    or reconfigures a broker starts its own with ``make_broker``.
+    Every test and every xdist worker shares it (``tests/shared_broker.py``), so each
+    test uses topics of its own; a test that kills, restarts or reconfigures a broker
+    starts its own with ``make_broker``.
     """
     try:
-        broker = RealBroker(tmp_path_factory.mktemp("kafka")).start()
+        broker = shared_broker.acquire(Path(os.environ[shared_broker.SHARED_ENV]))
     except RealBrokerError as e:
         pytest.fail(f"the real Kafka broker is required for these tests and did not start: {e}", pytrace=False)
     yield broker
-    broker.stop()
+    if not hasattr(request.config, "workerinput"):
+        # A run without workers: this process is the controller, and the broker its child.
+        shared_broker.release(Path(os.environ[shared_broker.SHARED_ENV]))
+        broker.stop()
 
 
 @pytest.fixture
@@ -181,6 +186,10 @@ def pytest_configure(config: pytest.Config) -> None:
         if "AMENDS_SNAPSHOT_URI" not in os.environ:
             os.environ["AMENDS_SNAPSHOT_URI"] = tempfile.mkdtemp(prefix="amends-test-snapshots-")
             config.add_cleanup(lambda: shutil.rmtree(os.environ.pop("AMENDS_SNAPSHOT_URI"), ignore_errors=True))
+        # The folder where the run's one Kafka broker lives (``tests/shared_broker.py``).
+        shared = tempfile.mkdtemp(prefix="amends-test-shared-")
+        os.environ[shared_broker.SHARED_ENV] = shared
+        config.add_cleanup(lambda: shutil.rmtree(os.environ.pop(shared_broker.SHARED_ENV), ignore_errors=True))
 
 
 RUN_TOKEN = pytest.StashKey[str]()
@@ -191,6 +200,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Fail the run, naming each one, when a process the tests started is still running."""
     if hasattr(session.config, "workerinput") or RUN_TOKEN not in session.config.stash:
         return
+    shared_broker.release(Path(os.environ[shared_broker.SHARED_ENV]))
     token = session.config.stash[RUN_TOKEN]
     left = leftovers.wait_for_leftovers(token, frozenset({os.getpid()}), grace_s=15.0)
     if not left:

@@ -36,7 +36,13 @@ NAV_WIDTH = 68
 NODE_WIDTH = 230
 """About the width of a zoomed-in asset node, from its title to its right edge."""
 WAIT_MS = 90_000
-"""How long to wait for the React app to show something (generous: 2 shared cores)."""
+"""How long to wait for the React app to show something (generous: 2 shared cores).
+
+Both the page's actions and ``expect`` assertions wait this long: ``expect`` keeps its
+own timeout (5 s by default, not the page's), which a loaded CI machine exceeded while
+the asset graph was still rendering.
+"""
+expect.set_options(timeout=WAIT_MS)
 
 
 @pytest.fixture
