@@ -32,7 +32,7 @@ import pyarrow as pa
 
 from amends_core.ledger import Config, Record
 from amends_core.oracle import Columns, OracleResult
-from amends_core.oracle.compute import compute_by_partition
+from amends_core.oracle.partial import compute_by_partition
 from amends_pipeline.snapshot.read import snapshot_columns
 from amends_pipeline.snapshot.table import SCHEMA, Identity, SnapshotTable, captured
 from benchmarks.harness import Figure, figure

@@ -344,41 +344,6 @@ def compute(cfg: Config, by_partition: Mapping[int, Sequence[Record] | Columns])
         return derive(cfg, src, classify(cfg, src))
 
 
-def compute_by_partition(
-    cfg: Config, read: Callable[[int], Sequence[Record] | Columns]
-) -> OracleResult:
-    """``compute`` one source partition at a time: memory holds one partition's history.
-
-    Every configured key lives in exactly one partition, and every rule the
-    oracle applies (decoding, rejection, authority, daily closes) looks only at
-    records of one key or at one record alone, so each key's facts come from
-    its own partition's records. ``read(p)`` returns partition ``p``'s records
-    in offset order; it is called once per partition, in order, and its result
-    is dropped before the next partition is read. The result equals
-    ``compute(cfg, {p: read(p) ...})``.
-    """
-    _check_config(cfg)
-    projections: dict[StockKey, Projection] = {}
-    refs: list[RejectionRef] = []
-    rejections: list[Rejection] = []
-    conflicts: list[Conflict] = []
-    reason_counts: dict[StockKey, int] = {}
-    for part in range(cfg.partitions):
-        one = compute(cfg, {q: (read(q) if q == part else ()) for q in range(cfg.partitions)})
-        mine = {kc.key for kc in cfg.keys if kc.partition == part}
-        projections.update((k.key, k) for k in one.result.keys if k.key in mine)
-        refs.extend(one.result.rejections)
-        rejections.extend(one.rejections)
-        conflicts.extend(one.result.conflicts)
-        reason_counts.update((k, n) for k, n in one.reason_counts.items() if k in mine)
-    rejections.sort(key=lambda r: (r.record.coords.partition, r.record.coords.offset))
-    return OracleResult(
-        ComputeResult.build(cfg, dict(projections), refs, conflicts),
-        tuple(rejections),
-        reason_counts,
-    )
-
-
 @dataclass(frozen=True, slots=True)
 class Classified:
     """Every record decoded and checked against the rules, in two frames."""

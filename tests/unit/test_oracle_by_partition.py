@@ -12,7 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from amends_core.ledger import CloseOutOfRange, Record
-from amends_core.oracle.compute import compute, compute_by_partition
+from amends_core.oracle.compute import compute
+from amends_core.oracle.partial import compute_by_partition
 from tests.unit.test_oracle_agreement import CFG, histories
 
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from amends_core.ledger import CloseOutOfRange, Coordinates, Record
 from amends_core.oracle import Columns, OracleInputError, compute
-from amends_core.oracle.compute import compute_by_partition
+from amends_core.oracle.partial import compute_by_partition
 from tests.unit.test_oracle_agreement import CFG, histories
 
 
