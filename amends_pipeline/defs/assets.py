@@ -17,6 +17,7 @@ from amends_pipeline.defs.resources import AmendsResource
 from amends_pipeline.defs.verification_record import latest_verification
 from amends_pipeline.ops import certify, orchestration, plot
 from amends_pipeline.ops import snapshot as snapshots
+from amends_pipeline.ops import verify as verify_ops
 from amends_pipeline.ops.tags import NAMESPACE_TAG
 from amends_pipeline.postgres.reports import read_certified
 from amends_pipeline.runtime import Runtime
@@ -92,14 +93,31 @@ view = dg.AssetSpec(
 )
 
 
+@dg.asset(partitions_def=SOURCE_PARTITIONS, group_name=GROUP, deps=[source_snapshot], kinds={"polars"})
+def oracle_partition(context: dg.AssetExecutionContext, amends: AmendsResource) -> dg.MaterializeResult[Any]:
+    """One source partition's oracle, computed by a run of its own and stored for the check to combine.
+
+    Launched per partition by the boundary sensor when ``AMENDS_ORACLE_RUNS=per-partition``,
+    so partitions' oracles run as separate runs, on separate hosts where the run launcher
+    puts them; the ``oracle`` asset's check uses each stored part that matches its boundary.
+    """
+    stored = verify_ops.oracle_part(amends.runtime(), int(context.partition_key))
+    return dg.MaterializeResult(metadata=metadata.oracle_part(stored))
+
+
 # No return annotation: an asset with check specs has an output per check, and Dagster would read
 # an annotation as the types of all of them.
-@dg.asset(group_name=GROUP, deps=[source_snapshot], kinds={"polars"}, check_specs=[verification_spec])
+@dg.asset(
+    group_name=GROUP, deps=[source_snapshot, oracle_partition], kinds={"polars"},
+    check_specs=[verification_spec],
+)
 def oracle(amends: AmendsResource):  # type: ignore[no-untyped-def]
     """The independent Polars recomputation of the full source history (the snapshot, then the
     topic), and the blocking ``verification`` check of the view against it."""
     expected = load_expectations(amends.expect_path or None)
-    summary, v = certify.oracle_and_verification(amends.runtime().reading(), expected, amends.config_path)
+    summary, v = certify.oracle_and_verification(
+        amends.runtime().reading(), expected, amends.config_path, use_parts=amends.split_oracle
+    )
     return dg.MaterializeResult(
         metadata=metadata.oracle(summary),
         check_results=[verification_result(v.accepted, metadata.verification(v))],

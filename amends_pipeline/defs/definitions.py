@@ -12,12 +12,13 @@ import dagster as dg
 from amends_pipeline.defs.assets import (
     certified_balances,
     oracle,
+    oracle_partition,
     published_envelopes,
     refold,
     source_snapshot,
     view,
 )
-from amends_pipeline.defs.jobs import boundary_job, refold_job
+from amends_pipeline.defs.jobs import boundary_job, oracle_part_job, refold_job
 from amends_pipeline.defs.resources import AmendsResource, resource_from_env
 from amends_pipeline.defs.sensors import boundary_sensor, relay_sensor, source_sensor, view_sensor
 
@@ -25,8 +26,10 @@ from amends_pipeline.defs.sensors import boundary_sensor, relay_sensor, source_s
 def build(resource: AmendsResource) -> dg.Definitions:
     """The definitions bound to one resource (the code location's, or a test's or the demo's)."""
     return dg.Definitions(
-        assets=[source_snapshot, refold, published_envelopes, view, oracle, certified_balances],
-        jobs=[refold_job, boundary_job],
+        assets=[
+            source_snapshot, refold, published_envelopes, view, oracle_partition, oracle, certified_balances
+        ],
+        jobs=[refold_job, boundary_job, oracle_part_job],
         sensors=[source_sensor, relay_sensor, view_sensor, boundary_sensor],
         resources={"amends": resource},
     )

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import dagster as dg
 
-from amends_pipeline.defs.assets import certified_balances, oracle, refold, source_snapshot
+from amends_pipeline.defs.assets import certified_balances, oracle, oracle_partition, refold, source_snapshot
 from amends_pipeline.ops.tags import PARTITION_TAG, TARGET_TAG
 
-__all__ = ["PARTITION_TAG", "TARGET_TAG", "boundary_job", "refold_job"]
+__all__ = ["PARTITION_TAG", "TARGET_TAG", "boundary_job", "oracle_part_job", "refold_job"]
 
 refold_job = dg.define_asset_job(
     "refold_job",
@@ -29,4 +29,14 @@ boundary_job = dg.define_asset_job(
     selection=dg.AssetSelection.assets(oracle, certified_balances),
     executor_def=dg.in_process_executor,
     description="Oracle, the blocking verification check and, only when it passes, certified balances.",
+)
+
+oracle_part_job = dg.define_asset_job(
+    "oracle_part_job",
+    selection=dg.AssetSelection.assets(oracle_partition),
+    executor_def=dg.in_process_executor,
+    description=(
+        "One source partition's oracle, stored for the verification check to combine"
+        " (AMENDS_ORACLE_RUNS=per-partition): a run per partition, on any host."
+    ),
 )

@@ -23,6 +23,7 @@ from amends_pipeline.ops.orchestration import (
     ViewSummary,
 )
 from amends_pipeline.ops.snapshot import Taken
+from amends_pipeline.postgres.oracle_parts import StoredPart
 from amends_pipeline.postgres.reports import CertifiedCounts
 
 MAX_TABLE_ROWS = 50
@@ -148,6 +149,21 @@ def oracle(s: OracleSummary) -> dict[str, Any]:
         "rejections": s.rejections,
         "conflicts": s.conflicts,
         "seconds": round(s.seconds, 3),
+        "partitions_from_stored_parts": dg.MetadataValue.json(list(s.parts_used)),
+    }
+
+
+def oracle_part(sp: StoredPart) -> dict[str, Any]:
+    """A partition's stored oracle part: the inputs it matches, its size and where it read."""
+    i = sp.inputs
+    return {
+        "source_end": i.source_end,
+        "records": sp.records,
+        "part_bytes": len(sp.part),
+        "code_version": i.code_version,
+        "operator_skips": len(i.skips.split(",")) if i.skips else 0,
+        "lost_records": dg.MetadataValue.json(list(sp.lost)),
+        "source": sp.source,
     }
 
 

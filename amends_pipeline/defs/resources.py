@@ -21,6 +21,9 @@ from amends_pipeline.snapshot import URI_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG_ENV = "AMENDS_CONFIG"
+ORACLE_RUNS_ENV = "AMENDS_ORACLE_RUNS"
+ORACLE_ONE, ORACLE_PER_PARTITION = "one", "per-partition"
+ORACLE_RUNS = (ORACLE_ONE, ORACLE_PER_PARTITION)
 DEFAULT_CONFIG = ROOT / "fixtures" / "worked-example" / "config.json"
 
 
@@ -48,6 +51,18 @@ class AmendsResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     """Optional expectations file: the exact rejections and conflicts PASS_WITH_EXCLUSIONS must list."""
     snapshot_uri: str = ""
     """Where the source snapshot tables live (``AMENDS_SNAPSHOT_URI``); empty: ``var/snapshot/``."""
+    oracle_runs: str = ORACLE_ONE
+    """``one``: the verification run computes the oracle over every partition. ``per-partition``
+    (``AMENDS_ORACLE_RUNS``): each source partition's oracle is a run of its own (the
+    ``oracle_partition`` asset, on whichever host the run launcher picks) and verification
+    combines the stored parts."""
+
+    @property
+    def split_oracle(self) -> bool:
+        if self.oracle_runs not in ORACLE_RUNS:
+            msg = f"AMENDS_ORACLE_RUNS must be one of {', '.join(ORACLE_RUNS)}, not {self.oracle_runs!r}"
+            raise ValueError(msg)
+        return self.oracle_runs == ORACLE_PER_PARTITION
 
     def runtime(self, namespace: str | None = None) -> Runtime:
         """The composition root for the served namespace, or for ``namespace`` (a rebuild of it).
@@ -77,4 +92,5 @@ def resource_from_env() -> AmendsResource:
         kafka_bootstrap=_env_or("AMENDS_KAFKA_BOOTSTRAP", ""),
         expect_path=_env_or("AMENDS_EXPECT", ""),
         snapshot_uri=_env_or(URI_ENV, ""),
+        oracle_runs=_env_or(ORACLE_RUNS_ENV, ORACLE_ONE),
     )

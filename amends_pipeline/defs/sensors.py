@@ -21,10 +21,11 @@ import dagster as dg
 
 from amends_pipeline.defs import metadata
 from amends_pipeline.defs.assets import published_envelopes, view
-from amends_pipeline.defs.jobs import PARTITION_TAG, TARGET_TAG, boundary_job, refold_job
+from amends_pipeline.defs.jobs import PARTITION_TAG, TARGET_TAG, boundary_job, oracle_part_job, refold_job
 from amends_pipeline.defs.resources import AmendsResource
 from amends_pipeline.ops import orchestration
-from amends_pipeline.ops.sensing import boundary_request, live_partitions, refold_requests
+from amends_pipeline.ops import verify as verify_ops
+from amends_pipeline.ops.sensing import boundary_request, live_partitions, oracle_part_plan, refold_requests
 
 TICK_BUDGET_SECONDS = 20.0
 IN_FLIGHT = [
@@ -152,15 +153,48 @@ def _view_events(
     return events, json.dumps(reported, sort_keys=True)
 
 
-@dg.sensor(job=boundary_job, minimum_interval_seconds=5, default_status=dg.DefaultSensorStatus.RUNNING)
+BOUNDARY_TAG = "amends/boundary"
+
+
+@dg.sensor(
+    jobs=[boundary_job, oracle_part_job], minimum_interval_seconds=5,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+)
 def boundary_sensor(context: dg.SensorEvaluationContext, amends: AmendsResource) -> dg.SensorResult:
-    """Launch the verification when every partition drained to a boundary not verified yet."""
-    snap = orchestration.snapshot(amends.runtime())
+    """Launch the verification when every partition drained to a boundary not verified yet.
+
+    With ``AMENDS_ORACLE_RUNS=per-partition`` it first requests one ``oracle_part_job``
+    run per partition whose stored oracle part does not match the boundary, and launches
+    the verification once none is left to wait for.
+    """
+    rt = amends.runtime()
+    snap = orchestration.snapshot(rt)
     req = boundary_request(snap, context.cursor)
     if req is None:
         why = "already verified" if snap.drained else "some partition has not drained yet"
         return dg.SensorResult(skip_reason=f"boundary {snap.boundary_key}: {why}")
+    tags = {BOUNDARY_TAG: snap.boundary_key}
+    if amends.split_oracle:
+        runs = {
+            int(r.tags[PARTITION_TAG]): r.status in IN_FLIGHT
+            for r in context.instance.get_runs(
+                filters=dg.RunsFilter(job_name=oracle_part_job.name, tags=tags), limit=500
+            )
+            if PARTITION_TAG in r.tags
+        }
+        request, ready = oracle_part_plan(verify_ops.stale_parts(rt), runs)
+        if request:
+            return dg.SensorResult(run_requests=[
+                dg.RunRequest(
+                    run_key=f"{req}:oracle:{p}", job_name=oracle_part_job.name, partition_key=str(p),
+                    tags={**tags, PARTITION_TAG: str(p)},
+                )
+                for p in request
+            ])
+        if not ready:
+            why = f"boundary {snap.boundary_key}: waiting for partitions' oracle runs"
+            return dg.SensorResult(skip_reason=why)
     return dg.SensorResult(
-        run_requests=[dg.RunRequest(run_key=req, tags={"amends/boundary": snap.boundary_key})],
+        run_requests=[dg.RunRequest(run_key=req, job_name=boundary_job.name, tags=tags)],
         cursor=snap.boundary_key,
     )

@@ -36,6 +36,8 @@ class OracleSummary:
     rejections: int
     conflicts: int
     seconds: float
+    parts_used: tuple[int, ...] = ()
+    """Source partitions whose stored oracle part was combined instead of computed here."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,13 +57,17 @@ Expected = (
 
 
 def oracle_and_verification(
-    rt: Runtime, expected: Expected = None, config: str = "CONFIG.json"
+    rt: Runtime, expected: Expected = None, config: str = "CONFIG.json", *, use_parts: bool = False
 ) -> tuple[OracleSummary, Verification]:
     """One oracle computation at the current boundary: its summary and the verification of the
-    view against it (the Dagster ``oracle`` asset with its ``verification`` check)."""
+    view against it (the Dagster ``oracle`` asset with its ``verification`` check).
+
+    ``use_parts``: partitions whose stored oracle part matches the boundary are not
+    computed again (``check_namespace``); the summary names them.
+    """
     t0 = time.perf_counter()
     before = snapshot(rt)
-    checked = check_namespace(rt, config)
+    checked = check_namespace(rt, config, use_parts=use_parts)
     after = snapshot(rt)
     report = checked.report
     held = before.boundary_key == after.boundary_key
@@ -79,6 +85,7 @@ def oracle_and_verification(
         len(oracle.rejections) if isinstance(oracle, OracleResult) else 0,
         len(oracle.conflicts) if isinstance(oracle, OracleResult) else 0,
         time.perf_counter() - t0,
+        checked.reused,
     )
     return summary, Verification(report, after.boundary_key if held else "", accepted)
 

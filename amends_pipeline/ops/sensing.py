@@ -60,3 +60,17 @@ def boundary_request(snap: Snapshot, last_verified: str | None) -> str | None:
     if not snap.drained or snap.boundary_key == (last_verified or None):
         return None
     return f"boundary:{snap.namespace}:{snap.boundary_key}"
+
+
+def oracle_part_plan(stale: list[int], runs: dict[int, bool]) -> tuple[list[int], bool]:
+    """Which partitions' oracle runs to request at a boundary, and whether verification may start.
+
+    ``stale``: partitions whose stored part does not match the boundary; ``runs``:
+    partitions that already have an oracle run for this boundary, to whether it is still
+    in flight. A partition whose run ended without a matching part (it failed, or the
+    boundary moved under it) is left to the verification run, which computes what no
+    stored part covers: a failed part run delays the verdict by one run, never blocks it.
+    """
+    request = [p for p in stale if p not in runs]
+    waiting = [p for p in stale if runs.get(p)]
+    return request, not request and not waiting

@@ -45,7 +45,7 @@ import polars as pl
 
 from amends_core.oracle import Columns, OracleResult
 from amends_core.oracle import compute as oracle_compute
-from amends_core.oracle.compute import compute_by_partition
+from amends_core.oracle.partial import PartitionResult, combine, compute_partition, decode, encode
 from amends_core.verify import (
     Boundary,
     OperationStop,
@@ -57,8 +57,10 @@ from amends_core.verify import (
 )
 from amends_pipeline.kafka.topics import OffsetLost, Reader, reserved_flags
 from amends_pipeline.manifest import IncarnationMismatch, Manifest, check_source
+from amends_pipeline.ops import parts
 from amends_pipeline.ops.skip import skip_command
 from amends_pipeline.ops.snapshot import Pinned, pin
+from amends_pipeline.postgres.oracle_parts import StoredPart, load_parts, save_part
 from amends_pipeline.postgres.store import PartitionStop, PgStore, SkipEntry
 from amends_pipeline.roles.relay import relay_running
 from amends_pipeline.runtime import Runtime
@@ -169,6 +171,8 @@ class Checked:
     """None when nothing was computed (the source is another incarnation)."""
     records: int
     """Source records the oracle read (operator skips left out)."""
+    reused: tuple[int, ...] = ()
+    """Source partitions whose stored oracle part was used instead of reading them again."""
 
 
 def verify_namespace(rt: Runtime, config: str = "CONFIG.json") -> Report:
@@ -179,11 +183,84 @@ def verify_namespace(rt: Runtime, config: str = "CONFIG.json") -> Report:
     return check_namespace(rt, config).report
 
 
-def check_namespace(rt: Runtime, config: str = "CONFIG.json") -> Checked:
+def _compute_part(
+    rt: Runtime, src: Reader, store: PgStore, m: Manifest, p: int, low: int, end: int,
+    pinned: Pinned | None, skips: Sequence[SkipEntry], reasons: list[str],
+) -> StoredPart:
+    """Read partition ``p``'s history below ``end`` and compute its oracle part.
+
+    Memory holds this one partition's history, never all of them. Records retention
+    removed while they were read add a reason to ``reasons`` and leave the part empty.
+    """
+    mine = [s for s in skips if s.partition == p]
+    try:
+        cols = read_history(src, m, p, low, end, pinned)
+    except OffsetLost as e:
+        reasons.append(f"retention removed records while verification read them: {e}")
+        cols = Columns.empty()
+    lost = lost_records(store, {p: cols}, {p: end})
+    kept = without_skips({p: cols}, mine)[p]
+    part = compute_partition(rt.cfg, p, kept)
+    return StoredPart(
+        parts.inputs(m, p, end, (s.offset for s in mine)),
+        len(kept), tuple(lost), pinned.describe() if pinned is not None else "the topic", encode(part),
+    )
+
+
+class PartNotComputed(Exception):
+    """The partition's oracle part could not be computed from a usable input; nothing was stored."""
+
+
+def oracle_part(rt: Runtime, partition: int) -> StoredPart:
+    """Compute source partition ``partition``'s oracle part at its current source end and store it.
+
+    What a Dagster run of the ``oracle_partition`` asset does, on any host that reaches
+    the namespace's PostgreSQL, Kafka and snapshot; ``check_namespace`` combines the
+    stored parts that still match the boundary it verifies.
+    """
+    reasons: list[str] = []
+    with rt.store("amends-oracle-part") as store:
+        m = rt.manifest(store)
+        with rt.reader(m.source_topic) as src:
+            wm = check_source(src, m)[partition]
+            pinned = pin_snapshot(rt, m, reasons)
+            stored = _compute_part(
+                rt, src, store, m, partition, wm.low, wm.high, pinned, store.skips(), reasons
+            )
+        if reasons:
+            raise PartNotComputed(f"source partition {partition}: " + "; ".join(reasons))
+        save_part(store, stored)
+    return stored
+
+
+def stale_parts(rt: Runtime) -> list[int]:
+    """Source partitions whose stored oracle part does not match their inputs as they stand now."""
+    with rt.store("amends-oracle-part", read_only=True) as store:
+        m = rt.manifest(store)
+        with rt.reader(m.source_topic) as src:
+            wms = check_source(src, m)
+        skips = store.skips()
+        stored = load_parts(store)
+    stale = []
+    for p in range(m.partitions):
+        want = parts.inputs(m, p, wms[p].high, (s.offset for s in skips if s.partition == p))
+        have = stored.get(p)
+        if have is None or have.inputs != want:
+            stale.append(p)
+    return stale
+
+
+def check_namespace(
+    rt: Runtime, config: str = "CONFIG.json", *, use_parts: bool = False
+) -> Checked:
     """``verify_namespace`` with the oracle's result and input size, for callers that also
-    report the oracle (the Dagster ``oracle`` asset: one computation per boundary)."""
+    report the oracle (the Dagster ``oracle`` asset: one computation per boundary).
+
+    ``use_parts``: take each source partition's result from its stored oracle part
+    (``oracle_part``) when that part was computed from exactly this boundary's inputs,
+    and compute only the others here.
+    """
     cfg = rt.cfg
-    counted = 0
     reasons: list[str] = []
     with rt.store("amends-verify", read_only=True) as store, rt.view_store(read_only=True) as vstore:
         m = rt.manifest(store)
@@ -218,29 +295,21 @@ def check_namespace(rt: Runtime, config: str = "CONFIG.json") -> Checked:
                     )
                 if pend and relay_running(rt, p):
                     reasons.append(f"partition {p}: a relay is running; stop or drain it first")
-            lost: list[str] = []
+            stored = load_parts(store) if use_parts else {}
             pinned = pin_snapshot(rt, m, reasons)
+            used: dict[int, StoredPart] = {}
 
-            def read(p: int) -> Columns:
-                # one partition at a time: memory holds one partition's history, not all
-                nonlocal counted
-                cols = read_history(src, m, p, wms[p].low, ends.source[p], pinned)
-                lost.extend(lost_records(store, {p: cols}, {p: ends.source[p]}))
-                kept = without_skips({p: cols}, snap.skips)[p]
-                counted += len(kept)
-                return kept
+            def part_of(p: int) -> PartitionResult:
+                skipped = (s.offset for s in snap.skips if s.partition == p)
+                sp = stored.get(p)
+                if sp is None or sp.inputs != parts.inputs(m, p, ends.source[p], skipped):
+                    end = ends.source[p]
+                    sp = _compute_part(rt, src, store, m, p, wms[p].low, end, pinned, snap.skips, reasons)
+                used[p] = sp
+                return decode(sp.part)
 
-            def recompute() -> OracleResult:
-                try:
-                    return compute_by_partition(cfg, read)
-                except OffsetLost as e:
-                    reasons.append(f"retention removed records while verification read them: {e}")
-                    nothing = {p: Columns.empty() for p in range(cfg.partitions)}
-                    lost[:] = lost_records(store, nothing, ends.source)
-                    return oracle_compute(cfg, nothing)
-
-            oracle = run_oracle(recompute)
-            reasons += lost
+            oracle = run_oracle(lambda: combine(cfg, [part_of(p) for p in range(cfg.partitions)]))
+            reasons += [line for p in sorted(used) for line in used[p].lost]
     boundary = Boundary(
         complete=not reasons,
         reasons=tuple(reasons),
@@ -252,6 +321,22 @@ def check_namespace(rt: Runtime, config: str = "CONFIG.json") -> Checked:
         skips=audited_skips(snap.skips),
         stops=operation_stops(snap.stops, config),
     )
-    if pinned is not None:
-        report = replace(report, source=pinned.describe())
-    return Checked(report, oracle, counted)
+    reused = tuple(p for p in sorted(used) if used[p] is stored.get(p))
+    source = _sources(used, reused)
+    if source:
+        report = replace(report, source=source)
+    return Checked(report, oracle, sum(sp.records for sp in used.values()), reused)
+
+
+def _sources(used: dict[int, StoredPart], reused: tuple[int, ...]) -> str:
+    """Where the oracle's input was read: one phrase, or one per partition when they differ."""
+    said = {p: sp.source for p, sp in used.items()}
+    for p in reused:
+        when = used[p].computed_at
+        stamp = f" {when:%Y-%m-%d %H:%M:%S}" if when else ""
+        said[p] += f" (its oracle part stored{stamp})"
+    if not said or set(said.values()) == {"the topic"}:
+        return ""
+    if len(set(said.values())) == 1:
+        return next(iter(said.values()))
+    return "; ".join(f"partition {p}: {text}" for p, text in sorted(said.items()))

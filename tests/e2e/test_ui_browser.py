@@ -28,7 +28,7 @@ CHROMIUM_ARGS = [
     "--disable-component-update", "--disable-sync",
 ]
 ARTIFACTS = ROOT / "var" / "test-artifacts" / "ui-browser"
-ASSETS = ["source_snapshot", "refold", "published_envelopes", "view", "oracle", "certified_balances"]
+ASSETS = ["source_snapshot", "refold", "published_envelopes", "view", "oracle_partition", "oracle", "certified_balances"]
 GRAPH_VIEWPORT = {"width": 1600, "height": 640}
 PAGE_VIEWPORT = {"width": 1400, "height": 900}
 NAV_WIDTH = 68

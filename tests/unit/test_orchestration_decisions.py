@@ -88,11 +88,15 @@ def test_rejections_appear_in_the_report_with_coordinates_and_reason() -> None:
 def test_the_definitions_have_the_assets_check_jobs_and_sensors_the_ui_shows() -> None:
     graph = defs.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
-    assert keys == {"source_snapshot", "refold", "published_envelopes", "view", "oracle", "certified_balances"}
+    assert keys == {
+        "source_snapshot", "refold", "published_envelopes", "view", "oracle_partition", "oracle", "certified_balances"
+    }
     assert {c.name for c in graph.asset_check_keys} == {"verification"}
     assert {s.name for s in defs.sensors or []} == {"source_sensor", "relay_sensor", "view_sensor", "boundary_sensor"}
     refold_job = defs.resolve_job_def("refold_job")
     assert refold_job.partitions_def is not None and refold_job.partitions_def.get_partition_keys() == ["0"]
+    part_job = defs.resolve_job_def("oracle_part_job")
+    assert part_job.partitions_def is not None and part_job.partitions_def.get_partition_keys() == ["0"]
     assert {k.asset_key for k in graph.asset_check_keys} == {dg.AssetKey("oracle")}
 
 
