@@ -415,7 +415,60 @@ def derive(cfg: Config, src: Source, classified: Classified) -> OracleResult:
 
     The second phase of ``compute`` (exposed for benchmarks).
     """
-    return _derive(cfg, src, classified.rejected, classified.accepted)
+    rejected = src.records(classified.rejected.get_column("i").to_list())
+    return _derive(cfg, rejected, classified.rejected, classified.accepted)
+
+
+STORED = ["offset", "reason", *(c for c in _CLASSIFIED if c != "i")]
+"""Columns of a kept classified row: the record's offset, its reason (null: accepted)
+and every member ``derive`` reads of it."""
+
+
+def classify_partition(cfg: Config, partition: int, cols: Columns) -> pl.DataFrame:
+    """One partition's records classified, one row per record in offset order (``STORED``).
+
+    A row depends only on its record's bytes and the configuration, never on other
+    records: rows classified once can be kept beside the raw records (keyed by the
+    oracle's code and the configuration) and combined with rows of later records by
+    ``derive_rows``, which gives exactly what ``compute`` gives over all of them.
+    Bounded like ``classify``: ``_BLOCK`` records decoded at a time.
+    """
+    src = gather(cfg, {partition: cols})
+    _, key_table = _key_table(cfg)
+    reason = _reason(cfg).alias("reason")
+    n = len(src)
+    blocks = []
+    for start in range(0, max(n, 1), _BLOCK):
+        block = (
+            _source_block(src, start, min(n, start + _BLOCK))
+            .lazy()
+            .join(key_table.lazy(), on=["item", "location"], how="left")
+            .select(*_CLASSIFIED, reason)
+            .sort("i")
+            .collect()
+        )
+        blocks.append(block.with_columns(src.offset.gather(block.get_column("i")).alias("offset")).select(STORED))
+        del block
+    return pl.concat(blocks)
+
+
+def derive_rows(
+    cfg: Config, rows: pl.DataFrame, records_at: Callable[[Sequence[int]], Sequence[Record]]
+) -> OracleResult:
+    """``derive`` over kept classified rows (``classify_partition``) of one partition.
+
+    ``rows`` hold every record of the partition's history once, in any order;
+    ``records_at(offsets)`` returns the raw records at those offsets, in that order
+    (only rejected records are asked for: a rejection carries its record).
+    """
+    rejected_rows = rows.filter(pl.col("reason").is_not_null()).sort("offset")
+    rejected = list(records_at(rejected_rows.get_column("offset").to_list()))
+    if len(rejected) != len(rejected_rows):
+        msg = f"{len(rejected_rows)} rejected records were asked for, {len(rejected)} came back"
+        raise OracleInputError(msg)
+    accepted = rows.filter(pl.col("reason").is_null()).select(_CANONICAL)
+    with gc_paused():
+        return _derive(cfg, rejected, rejected_rows, accepted)
 
 
 def _per_key(frame: pl.DataFrame, make: Callable[..., T], columns: Sequence[str]) -> dict[int, tuple[T, ...]]:
@@ -433,9 +486,10 @@ def _per_key(frame: pl.DataFrame, make: Callable[..., T], columns: Sequence[str]
     return out
 
 
-def _derive(cfg: Config, src: Source, rejected_rows: pl.DataFrame, accepted: pl.DataFrame) -> OracleResult:
+def _derive(
+    cfg: Config, rejected: Sequence[Record], rejected_rows: pl.DataFrame, accepted: pl.DataFrame
+) -> OracleResult:
     stock_keys, key_table = _key_table(cfg)
-    rejected = src.records(rejected_rows.get_column("i").to_list())
     rejections = tuple(
         Rejection(record, RejectReason(row["reason"]), _detail(row))
         for record, row in zip(rejected, rejected_rows.iter_rows(named=True), strict=True)

@@ -17,9 +17,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import msgspec
+import polars as pl
 
 from amends_core.ledger import CloseOutOfRange, Config, Conflict, Projection, Record, Rejection, StockKey
-from amends_core.oracle.compute import OracleResult, _check_config, compute
+from amends_core.oracle.compute import OracleResult, _check_config, compute, derive_rows
 from amends_core.oracle.source import Columns
 from amends_core.result import ComputeResult, RejectionRef
 
@@ -54,11 +55,26 @@ def compute_partition(cfg: Config, partition: int, records: Sequence[Record] | C
     combination raises it, as the oracle over everything would.
     """
     _check_config(cfg)
+    return _part(cfg, partition, lambda: compute(
+        cfg, {q: (records if q == partition else ()) for q in range(cfg.partitions)}
+    ))
+
+
+def partition_from_rows(
+    cfg: Config, partition: int, rows: pl.DataFrame, records_at: Callable[[Sequence[int]], Sequence[Record]]
+) -> PartitionResult:
+    """``compute_partition`` from the partition's kept classified rows (``classify_partition``)
+    instead of its records: decoding is not repeated. ``records_at`` as for ``derive_rows``."""
+    _check_config(cfg)
+    return _part(cfg, partition, lambda: derive_rows(cfg, rows, records_at))
+
+
+def _part(cfg: Config, partition: int, run: Callable[[], OracleResult]) -> PartitionResult:
     if not 0 <= partition < cfg.partitions:
         msg = f"partition {partition} is not one of the configuration's {cfg.partitions} partitions"
         raise PartError(msg)
     try:
-        one = compute(cfg, {q: (records if q == partition else ()) for q in range(cfg.partitions)})
+        one = run()
     except CloseOutOfRange as e:
         return PartitionResult(partition, (), (), (), (), (), overflow=(e.key, e.day, str(e.value)))
     mine = {kc.key for kc in cfg.keys if kc.partition == partition}

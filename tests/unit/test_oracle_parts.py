@@ -8,16 +8,30 @@ must give, through bytes, exactly the oracle over everything.
 
 from __future__ import annotations
 
+import random
+
 import msgspec
+import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from amends_core.ledger import Record
-from amends_core.oracle.compute import compute
-from amends_core.oracle.partial import FORMAT, PartError, combine, compute_partition, decode, encode
+from amends_core.ledger import Coordinates, Record
+from amends_core.oracle import OracleInputError
+from amends_core.oracle.compute import STORED, classify_partition, compute
+from amends_core.oracle.partial import (
+    FORMAT,
+    PartError,
+    combine,
+    compute_partition,
+    decode,
+    encode,
+    partition_from_rows,
+)
 from tests.builders import K3, record, txn
 from tests.unit.test_oracle_agreement import CFG, histories
 from tests.unit.test_oracle_by_partition import outcome
+from tests.unit.test_oracle_columns import as_columns
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
@@ -59,3 +73,29 @@ def test_bytes_of_another_format_or_no_part_at_all_are_refused() -> None:
         decode(b"\x00garbage")
     with pytest.raises(PartError, match="damaged"):
         decode(msgspec.msgpack.encode([FORMAT, {"partition": "zero"}]))
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+@given(histories(), st.integers(1, 5), st.randoms(use_true_random=False))
+def test_a_part_from_kept_classified_rows_equals_the_part_from_the_records(
+    by_partition: dict[int, list[Record]], chunks: int, rnd: random.Random
+) -> None:
+    """Rows classified in any chunks (as appended over time), read back in any order, then
+    derived without decoding again, give exactly the part computed from the records."""
+    for p in range(CFG.partitions):
+        recs = by_partition[p]
+        cuts = sorted(rnd.sample(range(1, len(recs)), min(chunks - 1, max(len(recs) - 1, 0)))) if recs else []
+        pieces = [recs[a:b] for a, b in zip([0, *cuts], [*cuts, len(recs)], strict=True)]
+        rows = pl.concat([classify_partition(CFG, p, as_columns(piece)) for piece in pieces])
+        assert rows.columns == STORED and len(rows) == len(recs)
+        rows = rows.sample(fraction=1.0, shuffle=True, seed=rnd.randrange(1 << 30))
+        at = {r.coords.offset: r for r in recs}
+        got = partition_from_rows(CFG, p, rows, lambda offsets, at=at: [at[o] for o in offsets])
+        assert got == compute_partition(CFG, p, recs)
+
+
+def test_rows_without_the_rejected_records_they_name_are_refused() -> None:
+    recs = [record(txn("t1", qty=5, key=K3), 0, partition=1), Record(b"{", None, Coordinates("x", 1, 1))]
+    rows = classify_partition(CFG, 1, as_columns(recs))
+    with pytest.raises(OracleInputError, match="1 rejected records were asked for, 0 came back"):
+        partition_from_rows(CFG, 1, rows, lambda offsets: [])
