@@ -67,7 +67,7 @@ def oracle_and_verification(
     """
     t0 = time.perf_counter()
     before = snapshot(rt)
-    checked = check_namespace(rt, config, use_parts=use_parts)
+    checked = check_namespace(rt, config, use_parts=use_parts, keep_decoded=True)
     after = snapshot(rt)
     report = checked.report
     held = before.boundary_key == after.boundary_key

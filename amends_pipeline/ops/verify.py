@@ -38,14 +38,16 @@ PASS_WITH_EXCLUSIONS.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import polars as pl
 
+from amends_core.ledger import Coordinates, Record
 from amends_core.oracle import Columns, OracleResult
 from amends_core.oracle import compute as oracle_compute
-from amends_core.oracle.partial import PartitionResult, combine, compute_partition, decode, encode
+from amends_core.oracle.compute import classify_partition
+from amends_core.oracle.partial import PartitionResult, combine, decode, encode, partition_from_rows
 from amends_core.verify import (
     Boundary,
     OperationStop,
@@ -64,7 +66,7 @@ from amends_pipeline.postgres.oracle_parts import StoredPart, load_parts, save_p
 from amends_pipeline.postgres.store import PartitionStop, PgStore, SkipEntry
 from amends_pipeline.roles.relay import relay_running
 from amends_pipeline.runtime import Runtime
-from amends_pipeline.snapshot.read import joined, snapshot_columns
+from amends_pipeline.snapshot.decoded import Classified, DecodedRows, classified_snapshot
 from amends_pipeline.snapshot.table import SnapshotError
 
 
@@ -100,18 +102,53 @@ def read_partition(reader: Reader, m: Manifest, partition: int, start: int, end:
 
 
 def read_history(
-    reader: Reader, m: Manifest, partition: int, low: int, end: int, pinned: Pinned | None
-) -> Columns:
-    """One partition's history below ``end``: the snapshot's records first, then the topic's beyond.
+    rt: Runtime, reader: Reader, m: Manifest, partition: int, low: int, end: int, pinned: Pinned | None,
+    *, keep: bool = False,
+) -> Classified:
+    """One partition's history below ``end``, classified: the snapshot's records first, then the topic's.
 
-    ``low`` is the topic's low watermark. Records neither holds (the snapshot's captured
-    end below ``low``) are missing from the result; ``lost_records`` names the consumed ones.
+    Records of the snapshot already classified by this oracle code for this configuration
+    come from the kept rows (``DecodedRows``); the snapshot's other records are decoded
+    here, and kept when ``keep`` (never by ``amends verify``, which writes nothing); the
+    topic's records beyond the snapshot are decoded every time. ``low`` is the topic's
+    low watermark: records neither holds are missing, and ``lost_records`` names the
+    consumed ones.
     """
+    cfg = rt.cfg
+    captured = 0 if pinned is None else min(pinned.ends.get(partition, 0), end)
+    tail = read_partition(reader, m, partition, max(captured, low), end)
+    tail_rows = classify_partition(cfg, partition, tail)
+    from_tail = _picker(cfg.source_incarnation, partition, tail)
     if pinned is None:
-        return read_partition(reader, m, partition, low, end)
-    captured = min(pinned.ends.get(partition, 0), end)
-    head = snapshot_columns(pinned.table, pinned.version, partition, captured, m.marker_at(partition))
-    return joined([head, read_partition(reader, m, partition, max(captured, low), end)])
+        return Classified(tail_rows, from_tail, len(tail))
+    kept = DecodedRows(pinned.table, m.config_digest, parts.code_version())
+    head = classified_snapshot(
+        cfg, pinned.table, pinned.version, partition, captured, m.marker_at(partition), kept, keep=keep
+    )
+
+    def records(offsets: Sequence[int]) -> list[Record]:
+        below = [o for o in offsets if o < captured]
+        return head.records_at(below) + from_tail([o for o in offsets if o >= captured])
+
+    return Classified(pl.concat([head.rows, tail_rows]), records, head.decoded + len(tail))
+
+
+def _picker(source: str, partition: int, cols: Columns) -> Callable[[Sequence[int]], list[Record]]:
+    """Records at given offsets of ``cols`` (in that order)."""
+
+    def pick(offsets: Sequence[int]) -> list[Record]:
+        if not offsets:
+            return []
+        found = cols.offset.to_frame().with_row_index("i").filter(pl.col("offset").is_in(list(offsets)))
+        at = dict(zip(found["offset"].to_list(), found["i"].to_list(), strict=True))
+        rows = [at[o] for o in offsets if o in at]
+        keys, values, flags = (c.gather(rows).to_list() for c in (cols.key, cols.value, cols.reserved))
+        return [
+            Record(v, k, Coordinates(source, partition, o), bool(r))
+            for o, k, v, r in zip([cols.offset[i] for i in rows], keys, values, flags, strict=True)
+        ]
+
+    return pick
 
 
 def pin_snapshot(rt: Runtime, m: Manifest, reasons: list[str]) -> Pinned | None:
@@ -123,12 +160,12 @@ def pin_snapshot(rt: Runtime, m: Manifest, reasons: list[str]) -> Pinned | None:
         return None
 
 
-def lost_records(store: PgStore, source: dict[int, Columns], ends: dict[int, int]) -> list[str]:
+def lost_records(store: PgStore, held_offsets: dict[int, pl.Series], ends: dict[int, int]) -> list[str]:
     """Reasons naming consumed records that the source no longer holds (one per partition)."""
     reasons = []
     for p, end in ends.items():
         consumed = pl.Series(store.consumed_offsets(p, end), dtype=pl.Int64)
-        held = source[p].offset if p in source else pl.Series([], dtype=pl.Int64)
+        held = held_offsets.get(p, pl.Series([], dtype=pl.Int64))
         lost = consumed.filter(consumed.is_in(held.implode()).not_())
         if len(lost):
             reasons.append(
@@ -137,13 +174,6 @@ def lost_records(store: PgStore, source: dict[int, Columns], ends: dict[int, int
                 " so the oracle cannot recompute the full history"
             )
     return reasons
-
-
-def without_skips(source: dict[int, Columns], skips: Sequence[SkipEntry]) -> dict[int, Columns]:
-    """``source`` without the records operators skipped (exactly those coordinates)."""
-    if not skips:
-        return source
-    return {p: cols.without(s.offset for s in skips if s.partition == p) for p, cols in source.items()}
 
 
 def audited_skips(skips: Sequence[SkipEntry]) -> list[OperatorSkip]:
@@ -185,25 +215,28 @@ def verify_namespace(rt: Runtime, config: str = "CONFIG.json") -> Report:
 
 def _compute_part(
     rt: Runtime, src: Reader, store: PgStore, m: Manifest, p: int, low: int, end: int,
-    pinned: Pinned | None, skips: Sequence[SkipEntry], reasons: list[str],
+    pinned: Pinned | None, skips: Sequence[SkipEntry], reasons: list[str], *, keep: bool,
 ) -> StoredPart:
     """Read partition ``p``'s history below ``end`` and compute its oracle part.
 
     Memory holds this one partition's history, never all of them. Records retention
     removed while they were read add a reason to ``reasons`` and leave the part empty.
+    Records operators skipped (exactly those coordinates) are left out.
     """
     mine = [s for s in skips if s.partition == p]
     try:
-        cols = read_history(src, m, p, low, end, pinned)
+        history = read_history(rt, src, m, p, low, end, pinned, keep=keep)
     except OffsetLost as e:
         reasons.append(f"retention removed records while verification read them: {e}")
-        cols = Columns.empty()
-    lost = lost_records(store, {p: cols}, {p: end})
-    kept = without_skips({p: cols}, mine)[p]
-    part = compute_partition(rt.cfg, p, kept)
+        history = Classified(classify_partition(rt.cfg, p, Columns.empty()), lambda _: [], 0)
+    rows = history.rows
+    lost = lost_records(store, {p: rows.get_column("offset")}, {p: end})
+    if mine:
+        rows = rows.filter(pl.col("offset").is_in([s.offset for s in mine]).not_())
+    part = partition_from_rows(rt.cfg, p, rows, history.records_at)
     return StoredPart(
         parts.inputs(m, p, end, (s.offset for s in mine)),
-        len(kept), tuple(lost), pinned.describe() if pinned is not None else "the topic", encode(part),
+        len(rows), tuple(lost), pinned.describe() if pinned is not None else "the topic", encode(part),
     )
 
 
@@ -225,7 +258,7 @@ def oracle_part(rt: Runtime, partition: int) -> StoredPart:
             wm = check_source(src, m)[partition]
             pinned = pin_snapshot(rt, m, reasons)
             stored = _compute_part(
-                rt, src, store, m, partition, wm.low, wm.high, pinned, store.skips(), reasons
+                rt, src, store, m, partition, wm.low, wm.high, pinned, store.skips(), reasons, keep=True
             )
         if reasons:
             raise PartNotComputed(f"source partition {partition}: " + "; ".join(reasons))
@@ -251,14 +284,16 @@ def stale_parts(rt: Runtime) -> list[int]:
 
 
 def check_namespace(
-    rt: Runtime, config: str = "CONFIG.json", *, use_parts: bool = False
+    rt: Runtime, config: str = "CONFIG.json", *, use_parts: bool = False, keep_decoded: bool = False
 ) -> Checked:
     """``verify_namespace`` with the oracle's result and input size, for callers that also
     report the oracle (the Dagster ``oracle`` asset: one computation per boundary).
 
     ``use_parts``: take each source partition's result from its stored oracle part
     (``oracle_part``) when that part was computed from exactly this boundary's inputs,
-    and compute only the others here.
+    and compute only the others here. ``keep_decoded``: keep the snapshot records this
+    computation classified beside the snapshot, so the next boundary decodes only newer
+    ones (``read_history``; ``amends verify`` leaves it off and writes nothing).
     """
     cfg = rt.cfg
     reasons: list[str] = []
@@ -304,7 +339,9 @@ def check_namespace(
                 sp = stored.get(p)
                 if sp is None or sp.inputs != parts.inputs(m, p, ends.source[p], skipped):
                     end = ends.source[p]
-                    sp = _compute_part(rt, src, store, m, p, wms[p].low, end, pinned, snap.skips, reasons)
+                    sp = _compute_part(
+                        rt, src, store, m, p, wms[p].low, end, pinned, snap.skips, reasons, keep=keep_decoded
+                    )
                 used[p] = sp
                 return decode(sp.part)
 

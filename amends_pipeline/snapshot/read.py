@@ -12,7 +12,7 @@ are never passed over by a worker: they are SourceLost.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,12 +57,13 @@ def is_recorded_marker(
 
 
 def snapshot_columns(
-    table: SnapshotTable, version: int, partition: int, end: int, marker: tuple[int, Marker] | None
+    table: SnapshotTable, version: int, partition: int, end: int, marker: tuple[int, Marker] | None,
+    start: int = 0,
 ) -> Columns:
-    """The records of one partition below ``end`` held by table version ``version``."""
+    """The records of one partition in [start, end) held by table version ``version``."""
     df = (
         message_rows(table, version, partition)
-        .filter(pl.col("offset") < end)
+        .filter(pl.col("offset").is_between(start, end, "left"))
         .with_columns(pl.col("value").fill_null(b""))
         .sort("offset")
         .collect(engine="streaming")
@@ -76,12 +77,23 @@ def snapshot_columns(
     )
 
 
-def joined(parts: list[Columns]) -> Columns:
-    """Consecutive ranges of one partition as one ``Columns`` (offsets stay in order)."""
-    if len(parts) == 1:
-        return parts[0]
-    names = ("offset", "key", "value", "reserved")
-    return Columns(*(pl.concat([getattr(c, name) for c in parts]) for name in names))
+def records_at(
+    table: SnapshotTable, version: int, source: str, partition: int, offsets: Sequence[int]
+) -> list[Record]:
+    """The records at ``offsets`` of one partition (each must hold a message), in that order."""
+    if not offsets:
+        return []
+    df = (
+        message_rows(table, version, partition)
+        .filter(pl.col("offset").is_in(list(offsets)))
+        .with_columns(pl.col("value").fill_null(b""))
+        .collect(engine="streaming")
+    )
+    by_offset = {
+        o: Record(v, k, Coordinates(source, partition, o), bool(r))
+        for o, k, v, r in zip(df["offset"], df["key"], df["value"], df["reserved"], strict=True)
+    }
+    return [by_offset[o] for o in offsets if o in by_offset]
 
 
 FIRST_WINDOW = 256

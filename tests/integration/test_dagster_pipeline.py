@@ -229,13 +229,13 @@ def test_a_boundary_run_computes_the_oracle_once_and_the_check_comes_from_that_c
     assert snap["snapshot_rows"].value >= snap["appended_records"].value and snap["snapshot_bytes"].value > 0
     h.tick(relay_sensor)
     calls: list[int] = []
-    real = verify_ops.compute_partition
+    real = verify_ops.partition_from_rows
 
-    def counted(cfg: Any, p: int, records: Any) -> Any:
+    def counted(cfg: Any, p: int, rows: Any, records_at: Any) -> Any:
         calls.append(p)
-        return real(cfg, p, records)
+        return real(cfg, p, rows, records_at)
 
-    monkeypatch.setattr(verify_ops, "compute_partition", counted)
+    monkeypatch.setattr(verify_ops, "partition_from_rows", counted)
     b = h.boundary()
     assert _check(b).passed
     assert calls == [0], "the oracle and the verification check each recomputed the history"

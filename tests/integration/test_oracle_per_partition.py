@@ -1,4 +1,4 @@
-"""The oracle split by source partition: a run per partition, one verdict per boundary.
+"""The oracle at a boundary: a run per partition and one verdict, and records decoded once.
 
 With ``AMENDS_ORACLE_RUNS=per-partition`` the boundary sensor asks for one
 ``oracle_part_job`` run per source partition (the run launcher may put each on
@@ -11,6 +11,11 @@ The code location's partitions come from ``AMENDS_CONFIG`` when it is imported
 (the worked example's one partition here), so the Dagster flow runs on that
 namespace; combining several partitions' parts is checked on a namespace of
 three partitions through the same operations the assets call.
+
+The snapshot's records are classified once and kept beside the snapshot (a Delta
+table per oracle code version and configuration); later boundaries decode only
+the records captured since, and ``amends verify`` reads the kept rows without
+ever writing them.
 """
 
 from __future__ import annotations
@@ -33,10 +38,13 @@ from amends_pipeline.defs.sensors import boundary_sensor
 from amends_pipeline.defs.verification_record import VERIFICATION_KEY
 from amends_pipeline.kafka.load import plan_file
 from amends_pipeline.kafka.realbroker import RealBroker
+from amends_pipeline.manifest import check_source
 from amends_pipeline.ops import orchestration
+from amends_pipeline.ops import snapshot as snapshots
 from amends_pipeline.ops import verify as verify_ops
 from amends_pipeline.ops.provision import provision
 from amends_pipeline.ops.sensing import oracle_part_plan
+from amends_pipeline.snapshot.decoded import Classified, DecodedRows, decoded_uri
 
 WORKED = Path(__file__).resolve().parents[2] / "fixtures" / "worked-example"
 STAGES = ["before.jsonl", "correction.jsonl"]
@@ -149,15 +157,15 @@ def three(
 
 
 def _counting(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Partitions the oracle computes from records from now on (``compute_partition`` calls)."""
+    """Partitions the oracle computes from now on (``partition_from_rows`` calls)."""
     computed: list[int] = []
-    real = verify_ops.compute_partition
+    real = verify_ops.partition_from_rows
 
-    def counted(cfg: Any, p: int, records: Any) -> Any:
+    def counted(cfg: Any, p: int, rows: Any, records_at: Any) -> Any:
         computed.append(p)
-        return real(cfg, p, records)
+        return real(cfg, p, rows, records_at)
 
-    monkeypatch.setattr(verify_ops, "compute_partition", counted)
+    monkeypatch.setattr(verify_ops, "partition_from_rows", counted)
     return computed
 
 
@@ -293,3 +301,78 @@ def test_the_plan_waits_for_runs_in_flight_and_never_for_runs_that_ended_without
     # partition 2's run failed (ended, part still stale): verification computes it itself
     assert oracle_part_plan([2], {0: False, 1: False, 2: False}) == ([], True)
     assert oracle_part_plan([], {}) == ([], True)
+
+
+# ---------------------------------------------------------------- kept classified rows
+
+
+def _history(rt: Any, p: int, *, keep: bool) -> Classified:
+    """Partition ``p``'s history as a verification reads it (snapshot pinned now, then the topic)."""
+    with rt.store("test-history", read_only=True) as store:
+        m = rt.manifest(store)
+        with rt.reader(m.source_topic) as src:
+            wm = check_source(src, m)[p]
+            pinned = snapshots.pin(rt, m)
+            return verify_ops.read_history(rt, src, m, p, wm.low, wm.high, pinned, keep=keep)
+
+
+def test_records_are_decoded_once_then_read_from_the_kept_rows_and_a_new_code_version_decodes_again(
+    three: Split, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = three
+    rt = s.res.runtime()
+    s.load(0)
+    snapshots.take(rt)
+    s.load(1)  # beyond the snapshot: read from the topic, decoded every time
+    first = [_history(rt, p, keep=True) for p in range(PARTITIONS)]
+    assert sum(h.decoded for h in first) == len(KEYS) * 4  # 3 records per key in the snapshot, 1 in the topic
+    again = [_history(rt, p, keep=True) for p in range(PARTITIONS)]
+    assert sum(h.decoded for h in again) == len(KEYS)  # only the topic's records
+    for a, b in zip(first, again, strict=True):
+        assert a.rows.sort("offset").equals(b.rows.sort("offset"))
+    snapshots.take(rt)
+    assert sum(_history(rt, p, keep=True).decoded for p in range(PARTITIONS)) == len(KEYS)  # the new ones, once
+    assert sum(_history(rt, p, keep=True).decoded for p in range(PARTITIONS)) == 0
+    s.drain()
+    kept = verify_ops.check_namespace(rt.reading())
+    monkeypatch.setattr(verify_ops.parts, "code_version", lambda: "another-oracle")
+    assert sum(_history(rt, p, keep=False).decoded for p in range(PARTITIONS)) == len(KEYS) * 4
+    fresh = verify_ops.check_namespace(rt.reading())
+    assert kept.report.status.value == fresh.report.status.value == "PASS"
+    assert kept.oracle == fresh.oracle
+
+
+def test_verify_reads_kept_rows_but_never_writes_them(three: Split) -> None:
+    s = three
+    rt = s.res.runtime()
+    s.load(0)
+    snapshots.take(rt)
+    s.drain()
+    with rt.store("test", read_only=True) as store:
+        m = rt.manifest(store)
+    pinned = snapshots.pin(rt, m)
+    assert pinned is not None
+    folder = Path(decoded_uri(pinned.table, m.config_digest, verify_ops.parts.code_version()))
+    assert verify_ops.check_namespace(rt.reading()).report.status.value == "PASS"
+    assert not folder.exists()  # amends verify and the read-only check keep nothing
+    checked = verify_ops.check_namespace(rt.reading(), keep_decoded=True)
+    assert checked.report.status.value == "PASS" and (folder / "_delta_log").is_dir()
+    assert sum(_history(rt, p, keep=False).decoded for p in range(PARTITIONS)) == 0
+
+
+def test_two_appenders_of_one_range_keep_it_once(three: Split) -> None:
+    s = three
+    rt = s.res.runtime()
+    s.load(0)
+    snapshots.take(rt)
+    with rt.store("test", read_only=True) as store:
+        m = rt.manifest(store)
+    pinned = snapshots.pin(rt, m)
+    assert pinned is not None
+    rows = _history(rt, 1, keep=False).rows
+    end = int(rows["offset"].max()) + 1
+    a = DecodedRows(pinned.table, m.config_digest, "race")
+    b = DecodedRows(pinned.table, m.config_digest, "race")
+    assert a.append(1, 0, end, rows) is True
+    assert b.append(1, 0, end, rows) is False  # the kept end is no longer 0
+    assert len(a.rows(1, end)) == len(rows) and a.end(1) == end
