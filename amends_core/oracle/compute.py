@@ -34,6 +34,7 @@ from amends_core.ledger import (
     ConfigError,
     Conflict,
     ConflictRef,
+    Coordinates,
     Kind,
     Projection,
     Record,
@@ -419,9 +420,10 @@ def derive(cfg: Config, src: Source, classified: Classified) -> OracleResult:
     return _derive(cfg, rejected, classified.rejected, classified.accepted)
 
 
-STORED = ["offset", "reason", *(c for c in _CLASSIFIED if c != "i")]
-"""Columns of a kept classified row: the record's offset, its reason (null: accepted)
-and every member ``derive`` reads of it."""
+STORED = ["offset", "reason", *(c for c in _CLASSIFIED if c != "i"), "key", "value", "reserved"]
+"""Columns of a kept classified row: the record's offset, its reason (null: accepted),
+every member ``derive`` reads of it and, for a rejected record only, its raw transport
+key, value and reserved flag (a rejection carries its record; null when accepted)."""
 
 
 def classify_partition(cfg: Config, partition: int, cols: Columns) -> pl.DataFrame:
@@ -447,25 +449,30 @@ def classify_partition(cfg: Config, partition: int, cols: Columns) -> pl.DataFra
             .sort("i")
             .collect()
         )
-        blocks.append(block.with_columns(src.offset.gather(block.get_column("i")).alias("offset")).select(STORED))
+        at = block.get_column("i")
+        rejected = pl.col("reason").is_not_null()
+        raw = [
+            src.offset.gather(at).alias("offset"),
+            *(pl.when(rejected).then(getattr(src, name).gather(at)).alias(name)
+              for name in ("key", "value", "reserved")),
+        ]
+        blocks.append(block.with_columns(raw).select(STORED))
         del block
     return pl.concat(blocks)
 
 
-def derive_rows(
-    cfg: Config, rows: pl.DataFrame, records_at: Callable[[Sequence[int]], Sequence[Record]]
-) -> OracleResult:
+def derive_rows(cfg: Config, rows: pl.DataFrame) -> OracleResult:
     """``derive`` over kept classified rows (``classify_partition``) of one partition.
 
-    ``rows`` hold every record of the partition's history once, in any order;
-    ``records_at(offsets)`` returns the raw records at those offsets, in that order
-    (only rejected records are asked for: a rejection carries its record).
+    ``rows`` hold every record of the partition's history once, in any order.
     """
     rejected_rows = rows.filter(pl.col("reason").is_not_null()).sort("offset")
-    rejected = list(records_at(rejected_rows.get_column("offset").to_list()))
-    if len(rejected) != len(rejected_rows):
-        msg = f"{len(rejected_rows)} rejected records were asked for, {len(rejected)} came back"
-        raise OracleInputError(msg)
+    source = cfg.source_incarnation
+    rejected = [
+        Record(v, k, Coordinates(source, p, o), bool(r))
+        for o, p, k, v, r in zip(*(rejected_rows.get_column(c).to_list()
+                                   for c in ("offset", "partition", "key", "value", "reserved")), strict=True)
+    ]
     accepted = rows.filter(pl.col("reason").is_null()).select(_CANONICAL)
     with gc_paused():
         return _derive(cfg, rejected, rejected_rows, accepted)

@@ -60,13 +60,11 @@ def compute_partition(cfg: Config, partition: int, records: Sequence[Record] | C
     ))
 
 
-def partition_from_rows(
-    cfg: Config, partition: int, rows: pl.DataFrame, records_at: Callable[[Sequence[int]], Sequence[Record]]
-) -> PartitionResult:
+def partition_from_rows(cfg: Config, partition: int, rows: pl.DataFrame) -> PartitionResult:
     """``compute_partition`` from the partition's kept classified rows (``classify_partition``)
-    instead of its records: decoding is not repeated. ``records_at`` as for ``derive_rows``."""
+    instead of its records: decoding is not repeated."""
     _check_config(cfg)
-    return _part(cfg, partition, lambda: derive_rows(cfg, rows, records_at))
+    return _part(cfg, partition, lambda: derive_rows(cfg, rows))
 
 
 def _part(cfg: Config, partition: int, run: Callable[[], OracleResult]) -> PartitionResult:

@@ -38,12 +38,11 @@ PASS_WITH_EXCLUSIONS.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import polars as pl
 
-from amends_core.ledger import Coordinates, Record
 from amends_core.oracle import Columns, OracleResult
 from amends_core.oracle import compute as oracle_compute
 from amends_core.oracle.compute import classify_partition
@@ -118,37 +117,13 @@ def read_history(
     captured = 0 if pinned is None else min(pinned.ends.get(partition, 0), end)
     tail = read_partition(reader, m, partition, max(captured, low), end)
     tail_rows = classify_partition(cfg, partition, tail)
-    from_tail = _picker(cfg.source_incarnation, partition, tail)
     if pinned is None:
-        return Classified(tail_rows, from_tail, len(tail))
+        return Classified(tail_rows, len(tail))
     kept = DecodedRows(pinned.table, m.config_digest, parts.code_version())
     head = classified_snapshot(
         cfg, pinned.table, pinned.version, partition, captured, m.marker_at(partition), kept, keep=keep
     )
-
-    def records(offsets: Sequence[int]) -> list[Record]:
-        below = [o for o in offsets if o < captured]
-        return head.records_at(below) + from_tail([o for o in offsets if o >= captured])
-
-    return Classified(pl.concat([head.rows, tail_rows]), records, head.decoded + len(tail))
-
-
-def _picker(source: str, partition: int, cols: Columns) -> Callable[[Sequence[int]], list[Record]]:
-    """Records at given offsets of ``cols`` (in that order)."""
-
-    def pick(offsets: Sequence[int]) -> list[Record]:
-        if not offsets:
-            return []
-        found = cols.offset.to_frame().with_row_index("i").filter(pl.col("offset").is_in(list(offsets)))
-        at = dict(zip(found["offset"].to_list(), found["i"].to_list(), strict=True))
-        rows = [at[o] for o in offsets if o in at]
-        keys, values, flags = (c.gather(rows).to_list() for c in (cols.key, cols.value, cols.reserved))
-        return [
-            Record(v, k, Coordinates(source, partition, o), bool(r))
-            for o, k, v, r in zip([cols.offset[i] for i in rows], keys, values, flags, strict=True)
-        ]
-
-    return pick
+    return Classified(pl.concat([head.rows, tail_rows]), head.decoded + len(tail))
 
 
 def pin_snapshot(rt: Runtime, m: Manifest, reasons: list[str]) -> Pinned | None:
@@ -228,12 +203,12 @@ def _compute_part(
         history = read_history(rt, src, m, p, low, end, pinned, keep=keep)
     except OffsetLost as e:
         reasons.append(f"retention removed records while verification read them: {e}")
-        history = Classified(classify_partition(rt.cfg, p, Columns.empty()), lambda _: [], 0)
+        history = Classified(classify_partition(rt.cfg, p, Columns.empty()), 0)
     rows = history.rows
     lost = lost_records(store, {p: rows.get_column("offset")}, {p: end})
     if mine:
         rows = rows.filter(pl.col("offset").is_in([s.offset for s in mine]).not_())
-    part = partition_from_rows(rt.cfg, p, rows, history.records_at)
+    part = partition_from_rows(rt.cfg, p, rows)
     return StoredPart(
         parts.inputs(m, p, end, (s.offset for s in mine)),
         len(rows), tuple(lost), pinned.describe() if pinned is not None else "the topic", encode(part),

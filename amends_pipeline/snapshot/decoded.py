@@ -18,17 +18,16 @@ and its rows are simply not kept. Deleting the folder costs one full decode.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import polars as pl
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
-from amends_core.ledger import Config, Record
+from amends_core.ledger import Config
 from amends_core.oracle.compute import STORED, classify_partition
 from amends_pipeline.kafka.topics import Marker
-from amends_pipeline.snapshot.read import records_at, snapshot_columns
+from amends_pipeline.snapshot.read import snapshot_columns
 from amends_pipeline.snapshot.table import SnapshotError, SnapshotTable
 
 APP_PREFIX = "amends-decoded-"
@@ -110,7 +109,7 @@ def _schema() -> dict[str, pl.DataType]:
         "offset": pl.Int64(), "reason": pl.String(), "error": pl.String(), "tk_error": pl.String(),
         "revision": pl.Int64(), "kind": pl.String(), "qty": pl.Int64(), "partition": pl.Int64(),
         "k_partition": pl.Int64(), "kid": pl.Int64(), "txn_id": pl.String(), "valid_s": pl.Int64(),
-        "valid_nanos": pl.Int64(),
+        "valid_nanos": pl.Int64(), "key": pl.Binary(), "value": pl.Binary(), "reserved": pl.Boolean(),
     }
 
 
@@ -120,8 +119,6 @@ class Classified:
 
     rows: pl.DataFrame
     """One classified row per record (``STORED``), in no particular order."""
-    records_at: Callable[[Sequence[int]], list[Record]]
-    """The raw records at given offsets, in that order (the oracle asks only for rejected ones)."""
     decoded: int
     """Records decoded for this reading; the others came from the kept rows."""
 
@@ -140,9 +137,4 @@ def classified_snapshot(
     fresh_rows = classify_partition(cfg, partition, fresh)
     if keep and len(fresh):
         kept.append(partition, done, end, fresh_rows)
-    source = cfg.source_incarnation
-    return Classified(
-        pl.concat([kept.rows(partition, done), fresh_rows]),
-        lambda offsets: records_at(table, version, source, partition, offsets),
-        len(fresh),
-    )
+    return Classified(pl.concat([kept.rows(partition, done), fresh_rows]), len(fresh))

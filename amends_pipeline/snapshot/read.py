@@ -12,7 +12,7 @@ are never passed over by a worker: they are SourceLost.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,25 +75,6 @@ def snapshot_columns(
     return Columns(
         df["offset"].cast(pl.Int64), df["key"], df["value"], df["reserved"].cast(pl.Boolean)
     )
-
-
-def records_at(
-    table: SnapshotTable, version: int, source: str, partition: int, offsets: Sequence[int]
-) -> list[Record]:
-    """The records at ``offsets`` of one partition (each must hold a message), in that order."""
-    if not offsets:
-        return []
-    df = (
-        message_rows(table, version, partition)
-        .filter(pl.col("offset").is_in(list(offsets)))
-        .with_columns(pl.col("value").fill_null(b""))
-        .collect(engine="streaming")
-    )
-    by_offset = {
-        o: Record(v, k, Coordinates(source, partition, o), bool(r))
-        for o, k, v, r in zip(df["offset"], df["key"], df["value"], df["reserved"], strict=True)
-    }
-    return [by_offset[o] for o in offsets if o in by_offset]
 
 
 FIRST_WINDOW = 256

@@ -231,9 +231,9 @@ def test_a_boundary_run_computes_the_oracle_once_and_the_check_comes_from_that_c
     calls: list[int] = []
     real = verify_ops.partition_from_rows
 
-    def counted(cfg: Any, p: int, rows: Any, records_at: Any) -> Any:
+    def counted(cfg: Any, p: int, rows: Any) -> Any:
         calls.append(p)
-        return real(cfg, p, rows, records_at)
+        return real(cfg, p, rows)
 
     monkeypatch.setattr(verify_ops, "partition_from_rows", counted)
     b = h.boundary()

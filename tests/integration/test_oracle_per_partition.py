@@ -161,9 +161,9 @@ def _counting(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     computed: list[int] = []
     real = verify_ops.partition_from_rows
 
-    def counted(cfg: Any, p: int, rows: Any, records_at: Any) -> Any:
+    def counted(cfg: Any, p: int, rows: Any) -> Any:
         computed.append(p)
-        return real(cfg, p, rows, records_at)
+        return real(cfg, p, rows)
 
     monkeypatch.setattr(verify_ops, "partition_from_rows", counted)
     return computed

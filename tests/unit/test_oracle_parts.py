@@ -16,8 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from amends_core.ledger import Coordinates, Record
-from amends_core.oracle import OracleInputError
+from amends_core.ledger import Record
 from amends_core.oracle.compute import STORED, classify_partition, compute
 from amends_core.oracle.partial import (
     FORMAT,
@@ -89,13 +88,4 @@ def test_a_part_from_kept_classified_rows_equals_the_part_from_the_records(
         rows = pl.concat([classify_partition(CFG, p, as_columns(piece)) for piece in pieces])
         assert rows.columns == STORED and len(rows) == len(recs)
         rows = rows.sample(fraction=1.0, shuffle=True, seed=rnd.randrange(1 << 30))
-        at = {r.coords.offset: r for r in recs}
-        got = partition_from_rows(CFG, p, rows, lambda offsets, at=at: [at[o] for o in offsets])
-        assert got == compute_partition(CFG, p, recs)
-
-
-def test_rows_without_the_rejected_records_they_name_are_refused() -> None:
-    recs = [record(txn("t1", qty=5, key=K3), 0, partition=1), Record(b"{", None, Coordinates("x", 1, 1))]
-    rows = classify_partition(CFG, 1, as_columns(recs))
-    with pytest.raises(OracleInputError, match="1 rejected records were asked for, 0 came back"):
-        partition_from_rows(CFG, 1, rows, lambda offsets: [])
+        assert partition_from_rows(CFG, p, rows) == compute_partition(CFG, p, recs)
