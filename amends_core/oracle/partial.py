@@ -60,7 +60,7 @@ def compute_partition(cfg: Config, partition: int, records: Sequence[Record] | C
     ))
 
 
-def partition_from_rows(cfg: Config, partition: int, rows: pl.DataFrame) -> PartitionResult:
+def partition_from_rows(cfg: Config, partition: int, rows: pl.DataFrame | pl.LazyFrame) -> PartitionResult:
     """``compute_partition`` from the partition's kept classified rows (``classify_partition``)
     instead of its records: decoding is not repeated."""
     _check_config(cfg)

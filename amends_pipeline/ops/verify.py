@@ -118,12 +118,12 @@ def read_history(
     tail = read_partition(reader, m, partition, max(captured, low), end)
     tail_rows = classify_partition(cfg, partition, tail)
     if pinned is None:
-        return Classified(tail_rows, len(tail))
+        return Classified(tail_rows.lazy(), len(tail))
     kept = DecodedRows(pinned.table, m.config_digest, parts.code_version())
     head = classified_snapshot(
         cfg, pinned.table, pinned.version, partition, captured, m.marker_at(partition), kept, keep=keep
     )
-    return Classified(pl.concat([head.rows, tail_rows]), head.decoded + len(tail))
+    return Classified(pl.concat([head.rows, tail_rows.lazy()]), head.decoded + len(tail))
 
 
 def pin_snapshot(rt: Runtime, m: Manifest, reasons: list[str]) -> Pinned | None:
@@ -203,16 +203,17 @@ def _compute_part(
         history = read_history(rt, src, m, p, low, end, pinned, keep=keep)
     except OffsetLost as e:
         reasons.append(f"retention removed records while verification read them: {e}")
-        history = Classified(classify_partition(rt.cfg, p, Columns.empty()), 0)
+        history = Classified(classify_partition(rt.cfg, p, Columns.empty()).lazy(), 0)
     rows = history.rows
-    lost = lost_records(store, {p: rows.get_column("offset")}, {p: end})
-    if mine:
-        rows = rows.filter(pl.col("offset").is_in([s.offset for s in mine]).not_())
+    offsets = rows.select("offset").collect().get_column("offset")
+    lost = lost_records(store, {p: offsets}, {p: end})
+    skipped = [s.offset for s in mine]
+    if skipped:
+        rows = rows.filter(pl.col("offset").is_in(skipped).not_())
     part = partition_from_rows(rt.cfg, p, rows)
-    return StoredPart(
-        parts.inputs(m, p, end, (s.offset for s in mine)),
-        len(rows), tuple(lost), pinned.describe() if pinned is not None else "the topic", encode(part),
-    )
+    where = pinned.describe() if pinned is not None else "the topic"
+    records = len(offsets) - int(offsets.is_in(skipped).sum())
+    return StoredPart(parts.inputs(m, p, end, skipped), records, tuple(lost), where, encode(part))
 
 
 class PartNotComputed(Exception):

@@ -60,17 +60,17 @@ class DecodedRows:
         v = None if t is None else t.transaction_version(APP_PREFIX + str(partition))
         return 0 if v is None else int(v)
 
-    def rows(self, partition: int, end: int) -> pl.DataFrame:
-        """The partition's kept rows below ``end`` (``STORED`` columns, in no particular order)."""
+    def rows(self, partition: int, end: int) -> pl.LazyFrame:
+        """The partition's kept rows below ``end`` (``STORED`` columns, in no particular order),
+        as a lazy scan: its readers take only the columns and rows they need."""
         t = self._table()
         if t is None or end <= 0:
-            return pl.DataFrame(schema=_schema())
+            return pl.LazyFrame(schema=_schema())
         try:
             return (
                 pl.scan_delta(t)
                 .filter((pl.col("partition") == partition) & (pl.col("offset") < end))
                 .select(STORED)
-                .collect(engine="streaming")
             )
         except (OSError, DeltaError) as e:
             msg = f"kept oracle rows at {self.uri} cannot be read: {' '.join(str(e).split())[:300]}"
@@ -117,7 +117,7 @@ def _schema() -> dict[str, pl.DataType]:
 class Classified:
     """One partition's records classified: what the oracle folds (``partition_from_rows``)."""
 
-    rows: pl.DataFrame
+    rows: pl.LazyFrame
     """One classified row per record (``STORED``), in no particular order."""
     decoded: int
     """Records decoded for this reading; the others came from the kept rows."""
@@ -137,4 +137,4 @@ def classified_snapshot(
     fresh_rows = classify_partition(cfg, partition, fresh)
     if keep and len(fresh):
         kept.append(partition, done, end, fresh_rows)
-    return Classified(pl.concat([kept.rows(partition, done), fresh_rows]), len(fresh))
+    return Classified(pl.concat([kept.rows(partition, done), fresh_rows.lazy()]), len(fresh))

@@ -329,7 +329,7 @@ def test_records_are_decoded_once_then_read_from_the_kept_rows_and_a_new_code_ve
     again = [_history(rt, p, keep=True) for p in range(PARTITIONS)]
     assert sum(h.decoded for h in again) == len(KEYS)  # only the topic's records
     for a, b in zip(first, again, strict=True):
-        assert a.rows.sort("offset").equals(b.rows.sort("offset"))
+        assert a.rows.sort("offset").collect().equals(b.rows.sort("offset").collect())
     snapshots.take(rt)
     assert sum(_history(rt, p, keep=True).decoded for p in range(PARTITIONS)) == len(KEYS)  # the new ones, once
     assert sum(_history(rt, p, keep=True).decoded for p in range(PARTITIONS)) == 0
@@ -369,10 +369,10 @@ def test_two_appenders_of_one_range_keep_it_once(three: Split) -> None:
         m = rt.manifest(store)
     pinned = snapshots.pin(rt, m)
     assert pinned is not None
-    rows = _history(rt, 1, keep=False).rows
+    rows = _history(rt, 1, keep=False).rows.collect()
     end = int(rows["offset"].max()) + 1
     a = DecodedRows(pinned.table, m.config_digest, "race")
     b = DecodedRows(pinned.table, m.config_digest, "race")
     assert a.append(1, 0, end, rows) is True
     assert b.append(1, 0, end, rows) is False  # the kept end is no longer 0
-    assert len(a.rows(1, end)) == len(rows) and a.end(1) == end
+    assert len(a.rows(1, end).collect()) == len(rows) and a.end(1) == end
