@@ -14,7 +14,7 @@ SUITE_NAMES = (
     "core", "durable", "worker-memory", "oracle", "snapshot", "compute", "simulator", "end-to-end", "dagster",
 )
 """The suites of a default run, in order (``benchmarks.run.SUITES`` has exactly these)."""
-OPT_IN_NAMES = ("verify-memory",)
+OPT_IN_NAMES = ("verify-memory", "snapshot-scale")
 """Suites that run only when named with --only (``benchmarks.run.OPT_IN``)."""
 DEFAULT_OUT = Path("docs") / "benchmarks.md"
 
