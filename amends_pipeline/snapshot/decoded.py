@@ -31,6 +31,8 @@ from amends_pipeline.snapshot.read import snapshot_columns
 from amends_pipeline.snapshot.table import SnapshotError, SnapshotTable
 
 APP_PREFIX = "amends-decoded-"
+DECODE_CHUNK = 1_000_000
+"""Offsets of one partition decoded (and kept) together."""
 
 
 def decoded_uri(raw: SnapshotTable, config_digest: str, code_version: str) -> str:
@@ -132,9 +134,20 @@ def classified_snapshot(
     Rows kept before are read back; only the records after the kept end are decoded, and
     kept when ``keep``.
     """
-    done = min(kept.end(partition), end)
-    fresh = snapshot_columns(table, version, partition, end, marker, done)
-    fresh_rows = classify_partition(cfg, partition, fresh)
-    if keep and len(fresh):
-        kept.append(partition, done, end, fresh_rows)
-    return Classified(pl.concat([kept.rows(partition, done), fresh_rows.lazy()]), len(fresh))
+    done = start = min(kept.end(partition), end)
+    fresh: list[pl.DataFrame] = []
+    decoded = 0
+    while start < end:
+        # A chunk of offsets at a time: the first boundary over a long history holds one
+        # chunk's raw bytes, never the whole partition's.
+        stop = min(end, start + DECODE_CHUNK)
+        cols = snapshot_columns(table, version, partition, stop, marker, start)
+        rows = classify_partition(cfg, partition, cols)
+        decoded += len(cols)
+        del cols
+        if keep and not fresh and kept.append(partition, start, stop, rows):
+            done = stop  # kept: read back with the rest instead of held here
+        else:
+            fresh.append(rows)  # and from here on held: ``done`` must not pass a held chunk
+        start = stop
+    return Classified(pl.concat([kept.rows(partition, done), *(f.lazy() for f in fresh)]), decoded)

@@ -376,3 +376,29 @@ def test_two_appenders_of_one_range_keep_it_once(three: Split) -> None:
     assert a.append(1, 0, end, rows) is True
     assert b.append(1, 0, end, rows) is False  # the kept end is no longer 0
     assert len(a.rows(1, end).collect()) == len(rows) and a.end(1) == end
+
+
+def test_a_long_range_is_decoded_and_kept_chunk_by_chunk_with_the_same_rows(
+    three: Split, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from amends_pipeline.snapshot import decoded
+
+    s = three
+    rt = s.res.runtime()
+    s.load(0)
+    s.load(1)
+    snapshots.take(rt)
+    whole = [_history(rt, p, keep=False).rows.sort("offset").collect() for p in range(PARTITIONS)]
+    monkeypatch.setattr(decoded, "DECODE_CHUNK", 2)
+    chunked = [_history(rt, p, keep=True) for p in range(PARTITIONS)]
+    assert sum(c.decoded for c in chunked) == len(KEYS) * 4
+    for want, got in zip(whole, chunked, strict=True):
+        assert got.rows.sort("offset").collect().equals(want)
+    with rt.store("test", read_only=True) as store:
+        m = rt.manifest(store)
+    pinned = snapshots.pin(rt, m)
+    assert pinned is not None
+    kept = DecodedRows(pinned.table, m.config_digest, verify_ops.parts.code_version())
+    ends = pinned.ends
+    assert all(kept.end(p) == ends[p] for p in range(PARTITIONS))  # every chunk kept
+    assert sum(_history(rt, p, keep=True).decoded for p in range(PARTITIONS)) == 0
