@@ -134,11 +134,11 @@ def test_the_generated_history_never_redelivers_before_a_live_record_exists() ->
 
 
 def test_a_default_run_keeps_the_opt_in_suites_figures_with_when_they_were_measured(tmp_path: Path) -> None:
-    from benchmarks import verify_memory_bench
+    from benchmarks import snapshot_bench, verify_memory_bench
     from benchmarks.harness import Figure, carried_over, write_report
     from benchmarks.run import OPT_IN_GROUPS
 
-    assert OPT_IN_GROUPS == (verify_memory_bench.GROUP,)
+    assert OPT_IN_GROUPS == (verify_memory_bench.GROUP, snapshot_bench.SCALE_GROUP)
     js, md = tmp_path / "b.json", tmp_path / "b.md"
     old = [Figure("core", "a", 1, 1, 1, "x", "c", 1), Figure("verify memory", "peak", 5, 5, 5, "MiB", "c", 1)]
     updates = [{"started": "2026-02-02 00:00 UTC", "groups": ["verify memory"], "command": "amends bench --only verify-memory"}]
