@@ -16,7 +16,7 @@ records, output rows and, when the input comes as ``Record`` values rather than
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, TypeVar
 
@@ -356,6 +356,22 @@ class Classified:
     """The ``_CANONICAL`` members of every accepted record, in no particular order."""
 
 
+def _classified_blocks(cfg: Config, src: Source) -> Iterator[pl.DataFrame]:
+    """Every record decoded and given its reason, ``_BLOCK`` records at a time (rows of a
+    block in no particular order; ``i`` is the row of the ``Source``)."""
+    _, key_table = _key_table(cfg)
+    reason = _reason(cfg).alias("reason")
+    n = len(src)
+    for start in range(0, max(n, 1), _BLOCK):
+        yield (
+            _source_block(src, start, min(n, start + _BLOCK))
+            .lazy()
+            .join(key_table.lazy(), on=["item", "location"], how="left")
+            .select(*_CLASSIFIED, reason)
+            .collect()
+        )
+
+
 def classify(cfg: Config, src: Source) -> Classified:
     """Decode every record and name the first rule it breaks.
 
@@ -365,18 +381,8 @@ def classify(cfg: Config, src: Source) -> Classified:
     accepted records' canonical members and the rejected rows, never every
     decoded column of every record. The configuration must be valid.
     """
-    _, key_table = _key_table(cfg)
-    reason = _reason(cfg).alias("reason")
-    n = len(src)
     rejected, accepted = [], []
-    for start in range(0, max(n, 1), _BLOCK):
-        block = (
-            _source_block(src, start, min(n, start + _BLOCK))
-            .lazy()
-            .join(key_table.lazy(), on=["item", "location"], how="left")
-            .select(*_CLASSIFIED, reason)
-            .collect()
-        )
+    for block in _classified_blocks(cfg, src):
         part = split(block)
         rejected.append(part.rejected)
         accepted.append(part.accepted)
@@ -436,19 +442,10 @@ def classify_partition(cfg: Config, partition: int, cols: Columns) -> pl.DataFra
     Bounded like ``classify``: ``_BLOCK`` records decoded at a time.
     """
     src = gather(cfg, {partition: cols})
-    _, key_table = _key_table(cfg)
-    reason = _reason(cfg).alias("reason")
-    n = len(src)
     blocks = []
-    for start in range(0, max(n, 1), _BLOCK):
-        block = (
-            _source_block(src, start, min(n, start + _BLOCK))
-            .lazy()
-            .join(key_table.lazy(), on=["item", "location"], how="left")
-            .select(*_CLASSIFIED, reason)
-            .sort("i")
-            .collect()
-        )
+    for unordered in _classified_blocks(cfg, src):
+        block = unordered.sort("i")
+        del unordered
         at = block.get_column("i")
         rejected = pl.col("reason").is_not_null()
         raw = [

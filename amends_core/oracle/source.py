@@ -13,7 +13,7 @@ what the bytes mean is left to decoding and classification.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import polars as pl
@@ -90,14 +90,6 @@ class Columns:
             pl.Series("value", values, dtype=pl.Binary),
             pl.Series("reserved", [False] * len(offsets) if reserved is None else reserved, dtype=pl.Boolean),
         )
-
-    def without(self, offsets: Iterable[int]) -> Columns:
-        """These columns without the rows at ``offsets`` (offsets not present are ignored)."""
-        gone = pl.Series(list(offsets), dtype=pl.Int64)
-        if not len(gone):
-            return self
-        keep = self.offset.is_in(gone.implode()).not_()
-        return Columns(*(getattr(self, name).filter(keep) for name in _DTYPES))
 
 
 _SOURCE_COLUMNS = ("partition", *_DTYPES)

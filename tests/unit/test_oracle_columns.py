@@ -105,13 +105,3 @@ def test_malformed_columns_are_refused_with_the_column_named() -> None:
         Columns(good.offset, good.key, good.value[:1], good.reserved)
     with pytest.raises(OracleInputError, match="'value' holds 1 nulls"):
         Columns(good.offset, good.key, pl.Series([b"a", None], dtype=pl.Binary), good.reserved)
-
-
-def test_without_drops_exactly_the_given_offsets() -> None:
-    cols = Columns.of([3, 5, 8], [b"x", None, b"z"], [b"a", b"b", b"c"], [False, False, True])
-    kept = cols.without([5, 99])
-    assert kept.offset.to_list() == [3, 8]
-    assert kept.key.to_list() == [b"x", b"z"]
-    assert kept.value.to_list() == [b"a", b"c"]
-    assert kept.reserved.to_list() == [False, True]
-    assert cols.without([]) is cols
