@@ -16,6 +16,7 @@ from pathlib import Path
 
 from amends_pipeline.manifest import Manifest
 from amends_pipeline.postgres.oracle_parts import PartInputs
+from amends_pipeline.postgres.store import SkipEntry
 
 _CORE = Path(__file__).resolve().parents[2] / "amends_core"
 
@@ -60,17 +61,14 @@ def code_version() -> str:
     return h.hexdigest()[:16]
 
 
-def skip_text(offsets: Iterable[int]) -> str:
-    return ",".join(str(o) for o in sorted(offsets))
-
-
-def inputs(m: Manifest, partition: int, source_end: int, skipped: Iterable[int]) -> PartInputs:
-    """The inputs of partition ``partition``'s part at source end ``source_end``."""
+def inputs(m: Manifest, partition: int, source_end: int, skips: Iterable[SkipEntry]) -> PartInputs:
+    """The inputs of partition ``partition``'s part at source end ``source_end`` (``skips``: the
+    namespace's operator skips; those of this partition are part of the inputs)."""
     return PartInputs(
         partition,
         f"{m.source_incarnation}/{m.source_topic_id or ''}",
         source_end,
         m.config_digest,
         code_version(),
-        skip_text(skipped),
+        ",".join(str(o) for o in sorted(s.offset for s in skips if s.partition == partition)),
     )

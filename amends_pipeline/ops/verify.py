@@ -198,7 +198,6 @@ def _compute_part(
     removed while they were read add a reason to ``reasons`` and leave the part empty.
     Records operators skipped (exactly those coordinates) are left out.
     """
-    mine = [s for s in skips if s.partition == p]
     try:
         history = read_history(rt, src, m, p, low, end, pinned, keep=keep)
     except OffsetLost as e:
@@ -207,13 +206,13 @@ def _compute_part(
     rows = history.rows
     offsets = rows.select("offset").collect().get_column("offset")
     lost = lost_records(store, {p: offsets}, {p: end})
-    skipped = [s.offset for s in mine]
+    skipped = [s.offset for s in skips if s.partition == p]
     if skipped:
         rows = rows.filter(pl.col("offset").is_in(skipped).not_())
     part = partition_from_rows(rt.cfg, p, rows)
     where = pinned.describe() if pinned is not None else "the topic"
     records = len(offsets) - int(offsets.is_in(skipped).sum())
-    return StoredPart(parts.inputs(m, p, end, skipped), records, tuple(lost), where, encode(part))
+    return StoredPart(parts.inputs(m, p, end, skips), records, tuple(lost), where, encode(part))
 
 
 class PartNotComputed(Exception):
@@ -252,7 +251,7 @@ def stale_parts(rt: Runtime) -> list[int]:
         stored = load_parts(store)
     stale = []
     for p in range(m.partitions):
-        want = parts.inputs(m, p, wms[p].high, (s.offset for s in skips if s.partition == p))
+        want = parts.inputs(m, p, wms[p].high, skips)
         have = stored.get(p)
         if have is None or have.inputs != want:
             stale.append(p)
@@ -311,9 +310,8 @@ def check_namespace(
             used: dict[int, StoredPart] = {}
 
             def part_of(p: int) -> PartitionResult:
-                skipped = (s.offset for s in snap.skips if s.partition == p)
                 sp = stored.get(p)
-                if sp is None or sp.inputs != parts.inputs(m, p, ends.source[p], skipped):
+                if sp is None or sp.inputs != parts.inputs(m, p, ends.source[p], snap.skips):
                     end = ends.source[p]
                     sp = _compute_part(
                         rt, src, store, m, p, wms[p].low, end, pinned, snap.skips, reasons, keep=keep_decoded
