@@ -64,7 +64,8 @@ def mark_run() -> str:
     return token
 
 
-def _read(pid: int) -> Proc | None:
+def read_proc(pid: int) -> Proc | None:
+    """Process ``pid`` as ``/proc`` shows it, or None when it is gone."""
     base = Path("/proc") / str(pid)
     try:
         stat = (base / "stat").read_text()
@@ -94,7 +95,7 @@ def started_by_run(token: str, exclude: frozenset[int] = frozenset()) -> list[Pr
     for d in os.listdir("/proc"):
         if not d.isdigit() or int(d) in exclude or not _environ_has(int(d), entry):
             continue
-        p = _read(int(d))
+        p = read_proc(int(d))
         if p is None or p.state == "Z" or any(h in p.cmdline for h in OWN_HELPERS):
             continue
         if p.ppid in exclude and XDIST_WORKER in p.cmdline:

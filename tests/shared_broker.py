@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from amends_pipeline.kafka.realbroker import RealBroker
+from tests.leftovers import read_proc
 
 SHARED_ENV = "AMENDS_TEST_SHARED_DIR"
 """The run's shared folder; set by the controlling pytest process, inherited by workers."""
@@ -33,11 +34,8 @@ def _info(shared: Path) -> Path:
 
 
 def _alive(pid: int) -> bool:
-    try:
-        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
+    p = read_proc(pid)
+    return p is not None and p.state != "Z"
 
 
 def acquire(shared: Path) -> RealBroker:

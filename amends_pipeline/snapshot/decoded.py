@@ -28,7 +28,7 @@ from amends_core.ledger import Config
 from amends_core.oracle.compute import STORED, classify_partition
 from amends_pipeline.kafka.topics import Marker
 from amends_pipeline.snapshot.read import snapshot_columns
-from amends_pipeline.snapshot.table import SnapshotError, SnapshotTable
+from amends_pipeline.snapshot.table import SnapshotError, SnapshotTable, one_line
 
 APP_PREFIX = "amends-decoded-"
 DECODE_CHUNK = 1_000_000
@@ -53,7 +53,7 @@ class DecodedRows:
         except TableNotFoundError:
             return None
         except (OSError, DeltaError) as e:
-            msg = f"kept oracle rows at {self.uri} cannot be read: {' '.join(str(e).split())[:300]}"
+            msg = f"kept oracle rows at {self.uri} cannot be read: {one_line(e)}"
             raise SnapshotError(msg) from e
 
     def end(self, partition: int) -> int:
@@ -75,7 +75,7 @@ class DecodedRows:
                 .select(STORED)
             )
         except (OSError, DeltaError) as e:
-            msg = f"kept oracle rows at {self.uri} cannot be read: {' '.join(str(e).split())[:300]}"
+            msg = f"kept oracle rows at {self.uri} cannot be read: {one_line(e)}"
             raise SnapshotError(msg) from e
 
     def append(self, partition: int, start: int, end: int, rows: pl.DataFrame) -> bool:
@@ -101,7 +101,7 @@ class DecodedRows:
             if t is None and self._table() is not None:
                 return False  # another appender created the table first
 
-            msg = f"kept oracle rows at {self.uri} cannot be written: {' '.join(str(e).split())[:300]}"
+            msg = f"kept oracle rows at {self.uri} cannot be written: {one_line(e)}"
             raise SnapshotError(msg) from e
         return True
 

@@ -178,7 +178,7 @@ class SnapshotTable:
                     msg = f"cannot create the snapshot table at {uri}"
                     raise SnapshotError(msg)
         except (OSError, DeltaError) as e:
-            msg = f"snapshot table at {uri} ({URI_ENV}) cannot be reached: {_one_line(e)}"
+            msg = f"snapshot table at {uri} ({URI_ENV}) cannot be reached: {one_line(e)}"
             raise SnapshotError(msg) from e
         held = Identity.parse(found.metadata().description)
         if (held.topic_id, held.topic) != (identity.topic_id, identity.topic):
@@ -196,7 +196,7 @@ class SnapshotTable:
         try:
             return DeltaTable(self.uri, version=version, storage_options=self.storage_options)
         except (OSError, DeltaError) as e:
-            msg = f"snapshot table at {self.uri} cannot be read: {_one_line(e)}"
+            msg = f"snapshot table at {self.uri} cannot be read: {one_line(e)}"
             raise SnapshotError(msg) from e
 
     def version(self) -> int:
@@ -220,7 +220,7 @@ class SnapshotTable:
         try:
             return pl.scan_delta(self.uri, version=version, storage_options=self.storage_options)
         except (OSError, DeltaError) as e:
-            msg = f"snapshot table at {self.uri} cannot be read: {_one_line(e)}"
+            msg = f"snapshot table at {self.uri} cannot be read: {one_line(e)}"
             raise SnapshotError(msg) from e
 
     def rows(self, partition: int, start: int, end: int, version: int | None = None) -> pl.DataFrame:
@@ -268,7 +268,7 @@ class SnapshotTable:
             msg = f"partition {partition}: another appender committed offsets from {start} first"
             raise Concurrent(msg) from e
         except (OSError, DeltaError) as e:
-            msg = f"snapshot table at {self.uri} cannot be written: {_one_line(e)}"
+            msg = f"snapshot table at {self.uri} cannot be written: {one_line(e)}"
             raise SnapshotError(msg) from e
         return int(self.table().version())
 
@@ -296,7 +296,8 @@ def captured(t: DeltaTable, partition: int) -> int:
     return 0 if v is None else int(v)
 
 
-def _one_line(e: BaseException) -> str:
+def one_line(e: BaseException) -> str:
+    """A Delta or storage error as one line of at most 300 characters."""
     text = " ".join(str(e).split())
     return text[:300] or type(e).__name__
 
