@@ -112,6 +112,12 @@ def fast_init(cls: type[_T]) -> type[_T]:
     return cls
 
 
+def printable(text: str) -> str:
+    """``text`` as it is when every character is printable, else quoted with escapes (repr):
+    how an identifier from the data is shown to a person."""
+    return text if text.isprintable() else repr(text)
+
+
 def compact_json(value: Any) -> str:
     """Canonical compact JSON text (no whitespace, non-ASCII kept as is)."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)

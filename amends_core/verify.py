@@ -52,6 +52,7 @@ from amends_core.ledger import (
     Status,
     StockKey,
     compact_json,
+    printable,
 )
 from amends_core.oracle import OracleResult
 from amends_core.oracle import compute as oracle_compute
@@ -441,11 +442,6 @@ def _as_skip_ref(s: SkipRef | OperatorSkip) -> SkipRef:
     return s if isinstance(s, SkipRef) else s.ref
 
 
-def printable(text: str) -> str:
-    """``text`` as it is when every character is printable, else quoted with escapes (repr)."""
-    return text if text.isprintable() else repr(text)
-
-
 def _key_text(key: StockKey) -> str:
     return f"{printable(key.item)}/{printable(key.location)}"
 
@@ -808,7 +804,6 @@ __all__ = [
     "expectation_difference",
     "memory_boundary",
     "partition_reasons",
-    "printable",
     "run_oracle",
     "verify",
     "verify_memory",

@@ -29,7 +29,13 @@ from amends_pipeline.errors import ComputeError, UsageError
 from amends_pipeline.redaction import redact
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line, or with ``only`` just the command module of that name.
+
+    Every command module imports what its handler needs (Kafka, PostgreSQL, Polars,
+    Delta Lake), so building the whole parser costs about half a second of CPU; a
+    command that runs needs only its own module (``_command_module``).
+    """
     parser = argparse.ArgumentParser(
         prog="amends",
         description="Keep derived inventory facts correct when source history is revised.",
@@ -43,16 +49,33 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
-        if info.name.startswith("_"):
-            continue
-        mod = importlib.import_module(f"{commands.__name__}.{info.name}")
-        mod.register(sub)
+    for name in command_modules():
+        if only is None or name == only:
+            importlib.import_module(f"{commands.__name__}.{name}").register(sub)
     return parser
 
 
+def command_modules() -> list[str]:
+    """The modules under ``amends_pipeline.commands`` that register commands, by name."""
+    found = (m.name for m in pkgutil.iter_modules(commands.__path__))
+    return sorted(name for name in found if not name.startswith("_"))
+
+
+def _command_module(argv: Sequence[str]) -> str | None:
+    """The command module of the command ``argv`` names: each module registers the one
+    command of its name (``amends view`` is ``commands/view.py``).
+
+    The command is the first argument that is not an option (the only global option,
+    ``--verbose``, takes no value). No command or a mistyped one: None, the whole parser
+    (whose error names the commands there are).
+    """
+    name = next((a for a in argv if not a.startswith("-")), None)
+    return name if name in command_modules() else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(only=_command_module(argv))
     args = parser.parse_args(argv)
     if args.client_logs:
         from amends_pipeline.kafka.settings import show_client_logs

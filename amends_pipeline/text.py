@@ -11,8 +11,7 @@ output never goes through here: it stays exact, with JSON's own escapes.
 
 from __future__ import annotations
 
-from amends_core.ledger import StockKey
-from amends_core.verify import printable
+from amends_core.ledger import StockKey, printable
 
 _KEEP = frozenset("\n")
 """Characters ``terminal_safe`` leaves alone: line breaks separate the lines of a text."""
