@@ -18,6 +18,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import starmap
 
 from amends_core import limits, wire
 from amends_core.ledger import (
@@ -176,23 +177,36 @@ class ViewState:
 
 
 def project(cfg: Config, rows: Iterable[Envelope]) -> dict[StockKey, Projection]:
-    """Visible per-key projection of retained envelopes (withdrawals hidden)."""
+    """Visible per-key projection of retained envelopes (withdrawals hidden).
+
+    Verification projects the whole view (hundreds of thousands of envelopes at ten
+    million records), so the loop collects plain (day, ...) tuples per key and builds
+    the rows once they are sorted (a day appears once per family and key).
+    """
     status: dict[StockKey, tuple[Status, tuple[ConflictRef, ...]]] = {}
-    balances: dict[StockKey, list[BalanceRow]] = {}
-    alerts: dict[StockKey, list[AlertRow]] = {}
+    balances: dict[StockKey, list[tuple[int, int]]] = {}
+    alerts: dict[StockKey, list[tuple[int, int, int]]] = {}
+    status_family, balance_family = Family.STATUS, Family.BALANCE
     for env in rows:
         oid, p = env.output_id, env.payload
-        if oid.family is Family.STATUS:
+        family = oid.family
+        if family is status_family:
             assert p.status is not None
             status[oid.key] = (p.status, p.reasons)
         elif not p.present:
             continue
-        elif oid.family is Family.BALANCE:
+        elif family is balance_family:
             assert oid.day is not None and p.close is not None
-            balances.setdefault(oid.key, []).append(BalanceRow(oid.day, p.close))
+            days = balances.get(oid.key)
+            if days is None:
+                days = balances[oid.key] = []
+            days.append((oid.day, p.close))
         else:
             assert oid.day is not None and p.close is not None and p.threshold is not None
-            alerts.setdefault(oid.key, []).append(AlertRow(oid.day, p.threshold, p.close))
+            crossed = alerts.get(oid.key)
+            if crossed is None:
+                crossed = alerts[oid.key] = []
+            crossed.append((oid.day, p.threshold, p.close))
     out: dict[StockKey, Projection] = {}
     for kc in cfg.keys:
         k = kc.key
@@ -201,8 +215,8 @@ def project(cfg: Config, rows: Iterable[Envelope]) -> dict[StockKey, Projection]
             k,
             st,
             tuple(sorted(reasons))[: limits.MAX_STATUS_REASONS],
-            tuple(sorted(balances.get(k, []), key=lambda b: b.day)),
-            tuple(sorted(alerts.get(k, []), key=lambda a: a.day)),
+            tuple(starmap(BalanceRow, sorted(balances.get(k, ())))),
+            tuple(starmap(AlertRow, sorted(alerts.get(k, ())))),
         )
     return out
 

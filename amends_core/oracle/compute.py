@@ -461,19 +461,21 @@ def classify_partition(cfg: Config, partition: int, cols: Columns) -> pl.DataFra
 def derive_rows(cfg: Config, rows: pl.DataFrame | pl.LazyFrame) -> OracleResult:
     """``derive`` over kept classified rows (``classify_partition``) of one partition.
 
-    ``rows`` hold every record of the partition's history once, in any order; a lazy
-    frame (a scan of kept rows) is read twice, each time only the columns and rows
-    needed: accepted records' canonical members, and rejected records whole.
+    ``rows`` hold every record of the partition's history once, in any order; of a lazy
+    frame (a scan of kept rows) only the columns and rows needed are read: accepted
+    records' canonical members, and rejected records whole.
     """
     rows = rows.lazy()
-    rejected_rows = rows.filter(pl.col("reason").is_not_null()).sort("offset").collect()
+    rejected_rows, accepted = pl.collect_all([
+        rows.filter(pl.col("reason").is_not_null()).sort("offset"),
+        rows.filter(pl.col("reason").is_null()).select(_CANONICAL),
+    ])  # together: a scan shared by both is read once
     source = cfg.source_incarnation
     rejected = [
         Record(v, k, Coordinates(source, p, o), bool(r))
         for o, p, k, v, r in zip(*(rejected_rows.get_column(c).to_list()
                                    for c in ("offset", "partition", "key", "value", "reserved")), strict=True)
     ]
-    accepted = rows.filter(pl.col("reason").is_null()).select(_CANONICAL).collect()
     with gc_paused():
         return _derive(cfg, rejected, rejected_rows, accepted)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 import msgspec
 import polars as pl
@@ -111,10 +112,11 @@ def combine(cfg: Config, parts: Iterable[PartitionResult]) -> OracleResult:
             key, day, value = part.overflow
             raise CloseOutOfRange(key, day, int(value))
     projections = {k.key: k for part in ordered for k in part.keys}
-    rejections = sorted(
-        (r for part in ordered for r in part.rejections),
-        key=lambda r: (r.record.coords.partition, r.record.coords.offset),
-    )
+    rejections = [r for part in ordered for r in part.rejections]
+    at = [(r.record.coords.partition, r.record.coords.offset) for r in rejections]
+    if any(a > b for a, b in pairwise(at)):  # each part lists its own in offset order, as a rule
+        order = sorted(range(len(at)), key=at.__getitem__)
+        rejections = [rejections[i] for i in order]
     return OracleResult(
         ComputeResult.build(
             cfg,
