@@ -30,7 +30,8 @@ from amends_pipeline.redaction import redact
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The whole command line, or with ``only`` just the command module of that name.
+    """The whole command line, or with ``only`` just the command module of that name
+    (one of ``command_modules()``).
 
     Every command module imports what its handler needs (Kafka, PostgreSQL, Polars,
     Delta Lake), so building the whole parser costs about half a second of CPU; a
@@ -49,9 +50,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for name in command_modules():
-        if only is None or name == only:
-            importlib.import_module(f"{commands.__name__}.{name}").register(sub)
+    for name in command_modules() if only is None else [only]:
+        importlib.import_module(f"{commands.__name__}.{name}").register(sub)
     return parser
 
 

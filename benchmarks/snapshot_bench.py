@@ -156,13 +156,13 @@ def measure(records: int, runs: int) -> list[Figure]:
             append(other, head, {})
             oracle_kept(table, cfg)  # the previous boundary: classifies the head once and keeps it
             with open(where / "new.pickle", "wb") as f:
-                pickle.dump(({p: recs[rest_at[p]:] for p, recs in by_partition.items()}, rest_at), f)
+                pickle.dump((cfg, {p: recs[rest_at[p]:] for p, recs in by_partition.items()}, rest_at), f)
             # The boundary as a verification process runs it: a process of its own, whose heap
             # holds none of the generator's ten million records.
-            kept_run = boundary_child(records, where, "t", kept=True)
+            kept_run = boundary_child(where, "t", kept=True)
             kept_boundary.append(kept_run["append_s"] + kept_run["oracle_s"])
             checks.append(kept_run["check_s"])
-            baseline_run = boundary_child(records, where, "u", kept=False)
+            baseline_run = boundary_child(where, "u", kept=False)
             boundary.append(baseline_run["append_s"] + baseline_run["oracle_s"])
             t0 = time.perf_counter()
             got = oracle_over(other, cfg)
@@ -212,12 +212,10 @@ _BOUNDARY_CHILD = """
 import json, pickle, time
 from pathlib import Path
 import benchmarks.snapshot_bench as b
-from benchmarks.oracle_bench import bench_config
 from amends_pipeline.snapshot.table import Identity, SnapshotTable
 where = Path({where!r})
-cfg = bench_config(1_000, 4)
 with open(where / "new.pickle", "rb") as f:
-    new, start = pickle.load(f)
+    cfg, new, start = pickle.load(f)
 table = SnapshotTable.open(str(where / {name!r}), Identity("bench-source", "bench-topic", cfg.partitions))
 by_partition = {{p: [None] * start[p] + recs for p, recs in new.items()}}
 t0 = time.perf_counter()
@@ -230,8 +228,9 @@ print(json.dumps(dict(append_s=t1 - t0, oracle_s=t2 - t1, check_s=check_s)))
 """
 
 
-def boundary_child(records: int, where: Path, name: str, *, kept: bool) -> dict[str, float]:
-    """Append the new records (``new.pickle``) to table ``name`` and run the oracle over it,
+def boundary_child(where: Path, name: str, *, kept: bool) -> dict[str, float]:
+    """Append the new records (``new.pickle``: configuration, records, where they start) to
+    table ``name`` and run the oracle over it,
     in a child process; with ``kept``, over kept rows, then the check. Seconds of each step."""
     out = subprocess.run(
         [sys.executable, "-c", _BOUNDARY_CHILD.format(where=str(where), name=name, kept=kept)],
