@@ -241,12 +241,14 @@ def boundary_child(where: Path, name: str, *, kept: bool) -> dict[str, float]:
 
 
 def view_of(cfg: Config, oracle: OracleResult) -> list[Envelope]:
-    """The envelopes of a view that shows exactly what the oracle derived (version 1 each)."""
-    cause = Cause("bench-source", 0, 0, "bench", 1)
+    """The envelopes of a view that shows exactly what the oracle derived (version 1 each),
+    each caused by offset 0 of its key's partition, so the view store accepts them."""
+    causes = {kc.key: Cause(cfg.source_incarnation, kc.partition, 0, "bench", 1) for kc in cfg.keys}
     ns = cfg.namespace
     out = []
     for p in oracle.result.keys:
         k = p.key
+        cause = causes[k]
         reasons = p.reasons
         status = Payload(True, None, None, p.status, reasons, oracle.reason_counts.get(k, len(reasons)))
         out.append(Envelope(SCHEMA_VERSION, OutputID(ns, Family.STATUS, k, None), 1,

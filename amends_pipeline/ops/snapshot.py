@@ -73,6 +73,8 @@ class Pinned:
     version: int
     ends: dict[int, int]
     """Captured end of each partition in that version."""
+    table_id: str = ""
+    """The Delta table's ID (``SnapshotTable.pinned``), which a recorded coverage must name."""
 
     def describe(self) -> str:
         return f"snapshot {self.table.uri} version {self.version}, then the topic"
@@ -87,8 +89,8 @@ def pin(rt: Runtime, m: Manifest, version: int | None = None) -> Pinned | None:
         table = namespace_table(rt.snapshot_uri, m, create=False)
     except NoSnapshot:
         return None
-    v = table.version() if version is None else version
-    return Pinned(table, v, table.ends(range(m.partitions), v))
+    v, table_id, ends = table.pinned(range(m.partitions), version)
+    return Pinned(table, v, ends, table_id)
 
 
 def table_stats(taken: Taken, partition: int) -> tuple[int, int]:

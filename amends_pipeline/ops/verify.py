@@ -61,7 +61,14 @@ from amends_pipeline.manifest import IncarnationMismatch, Manifest, check_source
 from amends_pipeline.ops import parts
 from amends_pipeline.ops.skip import skip_command
 from amends_pipeline.ops.snapshot import Pinned, pin
-from amends_pipeline.postgres.oracle_parts import StoredPart, load_parts, save_part
+from amends_pipeline.postgres.oracle_parts import (
+    Coverage,
+    StoredPart,
+    load_coverage,
+    load_parts,
+    save_coverage,
+    save_part,
+)
 from amends_pipeline.postgres.store import PartitionStop, PgStore, SkipEntry
 from amends_pipeline.roles.relay import relay_running
 from amends_pipeline.runtime import Runtime
@@ -135,11 +142,18 @@ def pin_snapshot(rt: Runtime, m: Manifest, reasons: list[str]) -> Pinned | None:
         return None
 
 
-def lost_records(store: PgStore, held_offsets: dict[int, pl.Series], ends: dict[int, int]) -> list[str]:
-    """Reasons naming consumed records that the source no longer holds (one per partition)."""
+def lost_records(
+    store: PgStore, held_offsets: dict[int, pl.Series], ends: dict[int, int],
+    since: dict[int, int] | None = None,
+) -> list[str]:
+    """Reasons naming consumed records that the source no longer holds (one per partition).
+
+    ``since``: per partition, the offset below which a recorded snapshot coverage vouches
+    for every consumed record; only offsets consumed from there on are compared.
+    """
     reasons = []
     for p, end in ends.items():
-        consumed = pl.Series(store.consumed_offsets(p, end), dtype=pl.Int64)
+        consumed = pl.Series(store.consumed_offsets(p, end, (since or {}).get(p, 0)), dtype=pl.Int64)
         held = held_offsets.get(p, pl.Series([], dtype=pl.Int64))
         lost = consumed.filter(consumed.is_in(held.implode()).not_())
         if len(lost):
@@ -188,31 +202,61 @@ def verify_namespace(rt: Runtime, config: str = "CONFIG.json") -> Report:
     return check_namespace(rt, config).report
 
 
+@dataclass(frozen=True, slots=True)
+class Computed:
+    """One partition's oracle part, and the snapshot coverage its comparison established
+    (None: nothing new to record; see ``Coverage``)."""
+
+    part: StoredPart
+    coverage: Coverage | None
+
+
+def covered_since(cover: Coverage | None, pinned: Pinned | None, end: int) -> int:
+    """The offset below which ``cover`` vouches for every consumed record of a verification
+    reading ``pinned`` up to ``end``: 0 when there is no claim, no snapshot or another table."""
+    if cover is None or pinned is None or not cover.holds_for(pinned.table_id, pinned.version):
+        return 0
+    return min(cover.below, end)
+
+
 def _compute_part(
     rt: Runtime, src: Reader, store: PgStore, m: Manifest, p: int, low: int, end: int,
     pinned: Pinned | None, skips: Sequence[SkipEntry], reasons: list[str], *, keep: bool,
-) -> StoredPart:
+    cover: Coverage | None = None,
+) -> Computed:
     """Read partition ``p``'s history below ``end`` and compute its oracle part.
 
     Memory holds this one partition's history, never all of them. Records retention
     removed while they were read add a reason to ``reasons`` and leave the part empty.
-    Records operators skipped (exactly those coordinates) are left out.
+    Records operators skipped (exactly those coordinates) are left out. Consumed offsets
+    are compared with the history's from where ``cover`` stops vouching for them on; with
+    ``keep`` and nothing lost, the coverage reaches the snapshot's captured end.
     """
+    since = covered_since(cover, pinned, end)
+    lost_while_reading = False
     try:
         history = read_history(rt, src, m, p, low, end, pinned, keep=keep)
     except OffsetLost as e:
         reasons.append(f"retention removed records while verification read them: {e}")
         history = Classified(classify_partition(rt.cfg, p, Columns.empty()).lazy(), 0)
+        lost_while_reading = True
     rows = history.rows
-    offsets = rows.select("offset").collect().get_column("offset")
-    lost = lost_records(store, {p: offsets}, {p: end})
+    held = rows.select("offset").filter(pl.col("offset") >= since).collect().get_column("offset")
+    lost = lost_records(store, {p: held}, {p: end}, {p: since})
     skipped = [s.offset for s in skips if s.partition == p]
+    total = held.len() if since == 0 else int(rows.select(pl.len()).collect().item())
     if skipped:
+        total -= int(rows.filter(pl.col("offset").is_in(skipped)).select(pl.len()).collect().item())
         rows = rows.filter(pl.col("offset").is_in(skipped).not_())
     part = partition_from_rows(rt.cfg, p, rows)
     where = pinned.describe() if pinned is not None else "the topic"
-    records = len(offsets) - int(offsets.is_in(skipped).sum())
-    return StoredPart(parts.inputs(m, p, end, skips), records, tuple(lost), where, encode(part))
+    stored = StoredPart(parts.inputs(m, p, end, skips), total, tuple(lost), where, encode(part))
+    coverage = None
+    if keep and pinned is not None and not lost and not lost_while_reading and pinned.table_id:
+        below = min(pinned.ends.get(p, 0), end)
+        if below > since:
+            coverage = Coverage(p, pinned.table_id, pinned.version, below)
+    return Computed(stored, coverage)
 
 
 class PartNotComputed(Exception):
@@ -232,13 +276,16 @@ def oracle_part(rt: Runtime, partition: int) -> StoredPart:
         with rt.reader(m.source_topic) as src:
             wm = check_source(src, m)[partition]
             pinned = pin_snapshot(rt, m, reasons)
-            stored = _compute_part(
-                rt, src, store, m, partition, wm.low, wm.high, pinned, store.skips(), reasons, keep=True
+            computed = _compute_part(
+                rt, src, store, m, partition, wm.low, wm.high, pinned, store.skips(), reasons, keep=True,
+                cover=load_coverage(store).get(partition),
             )
         if reasons:
             raise PartNotComputed(f"source partition {partition}: " + "; ".join(reasons))
-        save_part(store, stored)
-    return stored
+        save_part(store, computed.part)
+        if computed.coverage is not None:
+            save_coverage(store, computed.coverage)
+    return computed.part
 
 
 def stale_parts(rt: Runtime) -> list[int]:
@@ -268,7 +315,9 @@ def check_namespace(
     (``oracle_part``) when that part was computed from exactly this boundary's inputs,
     and compute only the others here. ``keep_decoded``: keep the snapshot records this
     computation classified beside the snapshot, so the next boundary decodes only newer
-    ones (``read_history``; ``amends verify`` leaves it off and writes nothing).
+    ones (``read_history``; ``amends verify`` leaves it off and writes nothing), and record
+    how far the snapshot is now known to hold every consumed record (``Coverage``), so the
+    next boundary compares only the offsets consumed since.
     """
     cfg = rt.cfg
     reasons: list[str] = []
@@ -307,20 +356,28 @@ def check_namespace(
                     reasons.append(f"partition {p}: a relay is running; stop or drain it first")
             stored = load_parts(store) if use_parts else {}
             pinned = pin_snapshot(rt, m, reasons)
+            covered = load_coverage(store) if pinned is not None else {}
             used: dict[int, StoredPart] = {}
+            established: list[Coverage] = []
 
             def part_of(p: int) -> PartitionResult:
                 sp = stored.get(p)
                 if sp is None or sp.inputs != parts.inputs(m, p, ends.source[p], snap.skips):
                     end = ends.source[p]
-                    sp = _compute_part(
-                        rt, src, store, m, p, wms[p].low, end, pinned, snap.skips, reasons, keep=keep_decoded
+                    computed = _compute_part(
+                        rt, src, store, m, p, wms[p].low, end, pinned, snap.skips, reasons, keep=keep_decoded,
+                        cover=covered.get(p),
                     )
+                    sp = computed.part
+                    if computed.coverage is not None:
+                        established.append(computed.coverage)
                 used[p] = sp
                 return decode(sp.part)
 
             oracle = run_oracle(lambda: combine(cfg, [part_of(p) for p in range(cfg.partitions)]))
             reasons += [line for p in sorted(used) for line in used[p].lost]
+            for c in established:  # only with keep_decoded: `amends verify` never writes
+                save_coverage(store, c)
     boundary = Boundary(
         complete=not reasons,
         reasons=tuple(reasons),

@@ -68,3 +68,45 @@ def load_parts(store: PgStore) -> dict[int, StoredPart]:
         )
         for r in rows
     }
+
+
+@dataclass(frozen=True, slots=True)
+class Coverage:
+    """Every offset the partition's worker consumed below ``below`` was a record of snapshot
+    table ``table_id`` at version ``version`` (see migration 0014)."""
+
+    partition: int
+    table_id: str
+    version: int
+    below: int
+
+    def holds_for(self, table_id: str, version: int) -> bool:
+        """Whether the claim still holds when the snapshot is read as ``table_id`` at ``version``:
+        the same table (an append-only one), read at the claim's version or a later one."""
+        return table_id == self.table_id and version >= self.version
+
+
+def save_coverage(store: PgStore, c: Coverage) -> None:
+    """Record ``c`` as the partition's coverage, unless a claim of the same table reaching
+    further is recorded already (a slower, older computation never moves it back)."""
+    with store.db.transaction(f"recording the snapshot coverage of partition {c.partition}") as conn:
+        conn.execute(
+            "INSERT INTO snapshot_coverage AS s (ns_id, partition, table_id, table_version, covered_below)"
+            " VALUES (%s, %s, %s, %s, %s)"
+            " ON CONFLICT (ns_id, partition) DO UPDATE SET table_id = EXCLUDED.table_id,"
+            " table_version = EXCLUDED.table_version, covered_below = EXCLUDED.covered_below,"
+            " recorded_at = now()"
+            " WHERE s.table_id <> EXCLUDED.table_id OR s.covered_below < EXCLUDED.covered_below",
+            (store.ns_id, c.partition, c.table_id, c.version, c.below),
+        )
+
+
+def load_coverage(store: PgStore) -> dict[int, Coverage]:
+    """The namespace's recorded coverage, by source partition."""
+    with store.db.transaction("reading the snapshot coverage", snapshot=True) as conn:
+        rows = conn.execute(
+            "SELECT partition, table_id, table_version, covered_below FROM snapshot_coverage"
+            " WHERE ns_id = %s",
+            (store.ns_id,),
+        ).fetchall()
+    return {int(p): Coverage(int(p), t, int(v), int(b)) for p, t, v, b in rows}

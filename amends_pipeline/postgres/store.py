@@ -946,12 +946,12 @@ class PgStore:
         self._check_replay_all(preflight.check_one_partition(partition, records))
         return self.claim(partition)
 
-    def consumed_offsets(self, partition: int, below: int) -> list[int]:
-        """Offsets below ``below`` that the partition applied or quarantined, ascending.
+    def consumed_offsets(self, partition: int, below: int, since: int = 0) -> list[int]:
+        """Offsets in [since, below) that the partition applied or quarantined, ascending.
 
         Verification compares them with what the source still holds: a consumed
         record that retention or compaction removed is history the oracle can no
-        longer see.
+        longer see. ``since`` skips the offsets a recorded snapshot coverage vouches for.
         """
         self._check_partition(partition)
         with self.db.transaction(self._label("reading consumed offsets"), snapshot=True) as conn:
@@ -961,11 +961,12 @@ class PgStore:
             rows = conn.cursor(binary=True).execute(
                 "SELECT array_agg(src_offset) FROM ("
                 "SELECT o.src_offset FROM observations o JOIN stock_keys k ON k.key_id = o.key_id"
-                " WHERE k.ns_id = %s AND k.partition = %s AND o.src_offset < %s"
+                " WHERE k.ns_id = %s AND k.partition = %s AND o.src_offset >= %s AND o.src_offset < %s"
                 " UNION ALL SELECT src_offset FROM quarantine"
-                " WHERE ns_id = %s AND partition = %s AND src_offset < %s) consumed"
+                " WHERE ns_id = %s AND partition = %s AND src_offset >= %s AND src_offset < %s) consumed"
                 " GROUP BY src_offset / %s",
-                (self.ns_id, partition, below, self.ns_id, partition, below, CONSUMED_OFFSETS_PER_ARRAY),
+                (self.ns_id, partition, since, below, self.ns_id, partition, since, below,
+                 CONSUMED_OFFSETS_PER_ARRAY),
             ).fetchall()
         offsets: list[int] = []
         for (some,) in rows:

@@ -207,6 +207,15 @@ class SnapshotTable:
         t = self.table(version)
         return {p: captured(t, p) for p in partitions}
 
+    def pinned(
+        self, partitions: Sequence[int], version: int | None = None
+    ) -> tuple[int, str, dict[int, int]]:
+        """(version, table ID, captured end of each partition) of one version (None: the latest),
+        from one read of the log. The ID is the Delta table's own: a table deleted and created
+        again at the same location has another."""
+        t = self.table(version)
+        return int(t.version()), str(t.metadata().id), {p: captured(t, p) for p in partitions}
+
     def stats(self, partition: int, version: int | None = None) -> tuple[int, int]:
         """(rows, bytes of data files) of one partition, from the table's log (no data read)."""
         adds = pl.DataFrame(self.table(version).get_add_actions(flatten=True))

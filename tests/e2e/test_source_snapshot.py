@@ -110,13 +110,24 @@ def test_an_appender_killed_at_random_moments_never_duplicates_or_skips_an_offse
     where = tmp_path / "snap"
     env = {**pipeline.env, "AMENDS_SNAPSHOT_URI": str(where)}
     rng = random.Random(int(os.environ.get("AMENDS_KILL_SEED", "43")))
+    log = where / pipeline.source_topic / "_delta_log"
     killed = 0
     for _ in range(4):
+        # The kill waits for a random number of new commits, then lands wherever the appender
+        # is by then (mid-write, mid-commit or between chunks): a wall-clock delay would depend
+        # on how fast this machine appends, and a fast one finishes before any kill.
+        commits = len(list(log.glob("*.json"))) if log.is_dir() else 0
+        target = commits + rng.randint(1, 8)
         proc = subprocess.Popen(
             [AMENDS, "snapshot", "--config", str(pipeline.config), "--chunk", "700"],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
-        time.sleep(rng.uniform(1.5, 4.0))
+        deadline = time.monotonic() + 120
+        while proc.poll() is None and time.monotonic() < deadline:
+            if log.is_dir() and len(list(log.glob("*.json"))) >= target:
+                time.sleep(rng.uniform(0, 0.05))
+                break
+            time.sleep(0.002)
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
             killed += 1

@@ -44,6 +44,7 @@ from amends_pipeline.ops import snapshot as snapshots
 from amends_pipeline.ops import verify as verify_ops
 from amends_pipeline.ops.provision import provision
 from amends_pipeline.ops.sensing import oracle_part_plan
+from amends_pipeline.postgres.oracle_parts import load_coverage
 from amends_pipeline.snapshot.decoded import Classified, DecodedRows, decoded_uri
 
 WORKED = Path(__file__).resolve().parents[2] / "fixtures" / "worked-example"
@@ -402,3 +403,104 @@ def test_a_long_range_is_decoded_and_kept_chunk_by_chunk_with_the_same_rows(
     ends = pinned.ends
     assert all(kept.end(p) == ends[p] for p in range(PARTITIONS))  # every chunk kept
     assert sum(_history(rt, p, keep=True).decoded for p in range(PARTITIONS)) == 0
+
+
+def _coverage(s: Split) -> dict[int, Any]:
+    with s.res.runtime().store("test", read_only=True) as store:
+        return load_coverage(store)
+
+
+def _delete_topic_records(s: Split, kafka_broker: RealBroker) -> None:
+    """Delete every record the source topic holds (what retention does, all at once)."""
+    from confluent_kafka import TopicPartition
+
+    rt = s.res.runtime()
+    with rt.store("test", read_only=True) as store:
+        m = rt.manifest(store)
+    with rt.reader(m.source_topic) as r:
+        ends = {p: r.watermarks(p).high for p in range(s.partitions)}
+    admin = kafka_broker.admin()  # kept while its futures run: a destroyed client never completes them
+    futures = admin.delete_records([TopicPartition(m.source_topic, p, e) for p, e in ends.items()])
+    for f in futures.values():
+        f.result(timeout=30)
+
+
+def test_the_oracle_records_how_far_the_snapshot_holds_what_was_consumed_and_later_checks_compare_only_newer_offsets(
+    three: Split, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = three
+    rt = s.res.runtime()
+    s.load(0)
+    snapshots.take(rt)
+    s.drain()
+    assert verify_ops.check_namespace(rt.reading()).report.status.value == "PASS"
+    assert _coverage(s) == {}  # amends verify (and any check that keeps nothing) records nothing
+    assert verify_ops.check_namespace(rt.reading(), keep_decoded=True).report.status.value == "PASS"
+    with rt.store("test", read_only=True) as store:
+        m = rt.manifest(store)
+    pinned = snapshots.pin(rt, m)
+    assert pinned is not None and pinned.table_id
+    covered = _coverage(s)
+    assert {p: (c.table_id, c.version, c.below) for p, c in covered.items()} == {
+        p: (pinned.table_id, pinned.version, pinned.ends[p]) for p in range(PARTITIONS) if pinned.ends[p]
+    }
+    s.load(1)
+    snapshots.take(rt)
+    s.drain()
+    asked: list[tuple[int, int, int]] = []
+    real = verify_ops.PgStore.consumed_offsets
+
+    def spied(self: Any, partition: int, below: int, since: int = 0) -> list[int]:
+        asked.append((partition, below, since))
+        return real(self, partition, below, since)
+
+    monkeypatch.setattr(verify_ops.PgStore, "consumed_offsets", spied)
+    checked = verify_ops.check_namespace(rt.reading())
+    assert checked.report.status.value == "PASS", checked.report.boundary_reasons
+    assert {p: since for p, _, since in asked} == {p: covered[p].below for p in covered}
+    assert all(below > since for _, below, since in asked)  # each partition consumed records since
+    assert checked.records == len(KEYS) * 4  # the record count still counts the whole history
+
+
+def test_records_consumed_after_the_coverage_that_neither_the_snapshot_nor_the_topic_holds_are_still_reported(
+    three: Split, kafka_broker: RealBroker
+) -> None:
+    s = three
+    rt = s.res.runtime()
+    s.load(0)
+    snapshots.take(rt)
+    s.drain()
+    assert verify_ops.check_namespace(rt.reading(), keep_decoded=True).report.status.value == "PASS"
+    assert _coverage(s)
+    s.load(1)
+    s.drain()  # consumed, never captured: retention takes them before the next snapshot
+    _delete_topic_records(s, kafka_broker)
+    report = verify_ops.check_namespace(rt.reading()).report
+    assert report.status.value == "INCOMPLETE"
+    assert any("records the pipeline consumed are no longer in the topic" in r for r in report.boundary_reasons)
+
+
+def test_a_snapshot_table_created_again_at_the_same_location_is_not_vouched_for_by_the_old_coverage(
+    three: Split, kafka_broker: RealBroker, tmp_path: Path
+) -> None:
+    """The coverage names the Delta table's ID: a table deleted and taken again after retention
+    deleted the topic's records starts with a gap, and the consumed records in it are lost."""
+    import shutil
+
+    s = three
+    rt = s.res.runtime()
+    s.load(0)
+    snapshots.take(rt)
+    s.drain()
+    assert verify_ops.check_namespace(rt.reading(), keep_decoded=True).report.status.value == "PASS"
+    old = set(c.table_id for c in _coverage(s).values())
+    _delete_topic_records(s, kafka_broker)
+    shutil.rmtree(tmp_path / "snapshots")
+    snapshots.take(rt)
+    with rt.store("test", read_only=True) as store:
+        pinned = snapshots.pin(rt, rt.manifest(store))
+    assert pinned is not None and pinned.table_id not in old
+    report = verify_ops.check_namespace(rt.reading(), keep_decoded=True).report
+    assert report.status.value == "INCOMPLETE"
+    assert any("records the pipeline consumed are no longer in the topic" in r for r in report.boundary_reasons)
+    assert set(c.table_id for c in _coverage(s).values()) == old  # nothing new was vouched for
