@@ -57,7 +57,7 @@ from amends_core.ledger import (
 from amends_core.oracle import OracleResult
 from amends_core.oracle import compute as oracle_compute
 from amends_core.result import RejectionRef
-from amends_core.view import project, reason_counts
+from amends_core.view import Projected, project, reason_counts
 
 if TYPE_CHECKING:
     from amends_core.pipeline import MemoryPipeline
@@ -624,7 +624,7 @@ def _compare_conflicts(
 def verify(
     cfg: Config,
     oracle: OracleResult | BaseException,
-    view_rows: Mapping[OutputID, Envelope] | Iterable[Envelope],
+    view_rows: Mapping[OutputID, Envelope] | Iterable[Envelope] | Projected,
     quarantine: Sequence[Rejection],
     conflicts: Sequence[Conflict],
     boundary: Boundary,
@@ -635,7 +635,8 @@ def verify(
 ) -> Report:
     """Compare oracle and pipeline at a boundary and decide the status (see module doc).
 
-    ``view_rows`` are the view's retained envelopes (withdrawals included);
+    ``view_rows`` are the view's retained envelopes (withdrawals included), or the view
+    already projected per key (``Projected``, read by a store as columns);
     ``stopped`` maps view partitions to their protocol diagnostics;
     ``quarantine`` and ``conflicts`` are the store's retained evidence;
     ``skips`` are the operator skips (already left out of the oracle's input);
@@ -696,10 +697,12 @@ def verify(
     if not boundary.complete or len(reasons) > len(boundary.reasons):
         return report(VerifyStatus.INCOMPLETE, boundary_reasons=tuple(reasons))
 
-    rows = tuple(view_rows.values() if isinstance(view_rows, Mapping) else view_rows)
-    diffs, row_count = _compare_keys(
-        cfg, result.keys, project(cfg, rows), (oracle.reason_counts, reason_counts(rows))
-    )
+    if isinstance(view_rows, Projected):
+        projected, view_counts = view_rows.projections, view_rows.reason_counts
+    else:
+        rows = tuple(view_rows.values() if isinstance(view_rows, Mapping) else view_rows)
+        projected, view_counts = project(cfg, rows), reason_counts(rows)
+    diffs, row_count = _compare_keys(cfg, result.keys, projected, (oracle.reason_counts, view_counts))
     diffs += _compare_rejections(oracle.rejections, quarantine)
     diffs += _compare_conflicts(result.conflicts, conflicts)
     if blocked:

@@ -16,7 +16,7 @@ Version rule per output ID:
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import starmap
 
@@ -207,6 +207,17 @@ def project(cfg: Config, rows: Iterable[Envelope]) -> dict[StockKey, Projection]
             if crossed is None:
                 crossed = alerts[oid.key] = []
             crossed.append((oid.day, p.threshold, p.close))
+    return projections(cfg, status, balances, alerts)
+
+
+def projections(
+    cfg: Config,
+    status: Mapping[StockKey, tuple[Status, tuple[ConflictRef, ...]]],
+    balances: Mapping[StockKey, list[tuple[int, int]]],
+    alerts: Mapping[StockKey, list[tuple[int, int, int]]],
+) -> dict[StockKey, Projection]:
+    """Each configured key's projection from its visible rows: key status and reasons,
+    (day, close) balances and (day, threshold, close) alerts, in any order."""
     out: dict[StockKey, Projection] = {}
     for kc in cfg.keys:
         k = kc.key
@@ -219,6 +230,16 @@ def project(cfg: Config, rows: Iterable[Envelope]) -> dict[StockKey, Projection]
             tuple(starmap(AlertRow, sorted(alerts.get(k, ())))),
         )
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class Projected:
+    """A view already projected per key, with each key's total conflict reference count:
+    what verification compares when a store reads the view's values as columns instead of
+    decoding every envelope (``verify`` takes it in place of the envelopes)."""
+
+    projections: Mapping[StockKey, Projection]
+    reason_counts: Mapping[StockKey, int]
 
 
 def reason_counts(rows: Iterable[Envelope]) -> dict[StockKey, int]:

@@ -335,7 +335,7 @@ def check_namespace(
                 {p: out.watermarks(p).high for p in range(cfg.partitions)},
             )
             snap = store.snapshot(evidence=False, outbox="pending")
-            view = vstore.snapshot()
+            view, projected = vstore.checked()
             for p in range(cfg.partitions):
                 eff = m.needed(p, snap.frontier(p))
                 pend = len(snap.pending(p))
@@ -384,7 +384,7 @@ def check_namespace(
         digests=(("store", store.digest), ("view", view.cfg.digest()), ("manifest", m.config_digest)),
     )
     report = verify(
-        cfg, oracle, view.rows, list(snap.rejections), snap.conflicts(), boundary,
+        cfg, oracle, projected, list(snap.rejections), snap.conflicts(), boundary,
         stopped=view.stopped,
         skips=audited_skips(snap.skips),
         stops=operation_stops(snap.stops, config),

@@ -184,8 +184,8 @@ OUTPUTS = Sink(sql.Identifier("outputs"), _STAGE_OUTPUTS.columns, _STAGE_OUTPUTS
 VIEW_ROWS_STAGE = Sink(
     _stage("amends_stage_view_rows"),
     ("output_id", "partition", "family", "item", "location", "day", "version", "present",
-     "envelope", "applied_offset"),
-    ("text", "int4", "text", "text", "text", "int4", "int8", "bool", "bytea", "int8"),
+     "envelope", "applied_offset", "close", "threshold"),
+    ("text", "int4", "text", "text", "text", "int4", "int8", "bool", "bytea", "int8", "int8", "int8"),
 )
 """The view's large batches, staged by COPY before one upsert into view_rows."""
 VIEW_ROWS = Sink(

@@ -43,8 +43,9 @@ from psycopg import errors as pgerr
 
 from amends_core import wire
 from amends_core.errors import CommitUnknown as LostReply  # any adapter's; the core hands back ours
-from amends_core.ledger import Config, Envelope, OutputID, Projection, StockKey
-from amends_core.view import Effect, ViewDecision, ViewState
+from amends_core.ledger import Config, Envelope, Family, OutputID, Projection, StockKey
+from amends_core.view import Effect, Projected, ViewDecision, ViewState, reason_counts
+from amends_core.view import projections as project_keys
 from amends_pipeline.postgres import migrate as migrations
 from amends_pipeline.postgres.connection import DEFAULT_SCHEMA, Database
 from amends_pipeline.postgres.errors import CommitUnknown, StoreConflict, StoreError
@@ -53,11 +54,12 @@ from amends_pipeline.postgres.sql import COPY_MIN_ROWS, VIEW_ROWS, VIEW_ROWS_STA
 
 _UPSERT_FROM = """
 INSERT INTO view_rows (ns_id, output_id, partition, family, item, location, day, version, present,
-                       envelope, applied_offset)
+                       envelope, applied_offset, close, threshold)
 SELECT %s, * FROM {}
 ON CONFLICT (ns_id, output_id) DO UPDATE
 SET partition = excluded.partition, version = excluded.version, present = excluded.present,
-    envelope = excluded.envelope, applied_offset = excluded.applied_offset
+    envelope = excluded.envelope, applied_offset = excluded.applied_offset,
+    close = excluded.close, threshold = excluded.threshold
 WHERE view_rows.version < excluded.version
 """
 """Every row a batch stores has a higher version than the row its lookup found (the version
@@ -66,7 +68,7 @@ then left alone, the statement reports fewer rows than it was given, and the bat
 again (``_Overtaken``). A row never moves back to a lower version."""
 _UPSERT_ROWS = _UPSERT_FROM.format(
     "unnest(%b::text[], %b::int[], %b::text[], %b::text[], %b::text[], %b::int[],"
-    " %b::bigint[], %b::boolean[], %b::bytea[], %b::bigint[])"
+    " %b::bigint[], %b::boolean[], %b::bytea[], %b::bigint[], %b::bigint[], %b::bigint[])"
 )
 """A small batch's rows as array parameters."""
 _UPSERT_STAGED = _UPSERT_FROM.format("pg_temp.amends_stage_view_rows")
@@ -74,7 +76,8 @@ _UPSERT_STAGED = _UPSERT_FROM.format("pg_temp.amends_stage_view_rows")
 _CREATE_STAGE = """
 CREATE TEMP TABLE IF NOT EXISTS amends_stage_view_rows
     (output_id text, partition int, family text, item text, location text, day int,
-     version bigint, present boolean, envelope bytea, applied_offset bigint)
+     version bigint, present boolean, envelope bytea, applied_offset bigint, close bigint,
+     threshold bigint)
     ON COMMIT DELETE ROWS
 """
 
@@ -391,6 +394,8 @@ class PgViewStore:
                 env.payload.present,
                 raw,
                 off,
+                env.payload.close,
+                env.payload.threshold,
             ))
         if len(new) >= COPY_MIN_ROWS:
             ns_id = self.ns_id
@@ -422,23 +427,77 @@ class PgViewStore:
         """
         vs = ViewState(self.cfg)
         with self.db.transaction(self._label("taking a snapshot"), snapshot=True) as conn:
-            for p, nxt, stopped in conn.execute(
-                "SELECT partition, next_offset, stopped FROM view_progress WHERE ns_id = %s",
-                (self.ns_id,),
-            ):
-                if nxt > 0:
-                    vs.frontiers[p] = nxt
-                if stopped is not None:
-                    vs.stopped[p] = stopped
-            for (raw,) in conn.execute(
+            self._progress_into(conn, vs)
+            for (raw,) in conn.cursor(binary=True).execute(
                 "SELECT envelope FROM view_rows WHERE ns_id = %s", (self.ns_id,)
             ):
-                env = wire.decode_envelope(bytes(raw))
-                if isinstance(env, wire.DecodeError):
-                    msg = f"stored view row is not a valid envelope: {env.message}"
-                    raise StoreError(msg)
+                env = self._decoded(raw)
                 vs.rows[env.output_id] = env
         return vs
+
+    def checked(self) -> tuple[ViewState, Projected]:
+        """What verification compares, in one REPEATABLE READ, READ ONLY transaction.
+
+        The ViewState carries the progress (frontiers, stop diagnostics) and the key-status
+        rows; the balances and alerts come as the ``close`` and ``threshold`` columns the
+        view wrote beside each envelope (migration 0015), already projected per key, so the
+        hundreds of thousands of balance and alert envelopes are never decoded. A present
+        row without those columns is read from its envelope.
+        """
+        vs = ViewState(self.cfg)
+        keys = {(kc.key.item, kc.key.location): kc.key for kc in self.cfg.keys}
+        balances: dict[StockKey, list[tuple[int, int]]] = {}
+        alerts: dict[StockKey, list[tuple[int, int, int]]] = {}
+        status_family, balance_family = Family.STATUS.value, Family.BALANCE.value
+        with self.db.transaction(self._label("reading the view for verification"), snapshot=True) as conn:
+            self._progress_into(conn, vs)
+            for (raw,) in conn.execute(
+                "SELECT envelope FROM view_rows WHERE ns_id = %s AND family = %s", (self.ns_id, status_family)
+            ):
+                env = self._decoded(raw)
+                vs.rows[env.output_id] = env
+            for family, item, location, day, close, threshold, raw in conn.cursor(binary=True).execute(
+                "SELECT family, item, location, day, close, threshold,"
+                " CASE WHEN close IS NULL THEN envelope END"
+                " FROM view_rows WHERE ns_id = %s AND present AND family <> %s",
+                (self.ns_id, status_family),
+            ).fetchall():
+                key = keys.get((item, location))
+                if key is None:
+                    continue  # the view refuses envelopes of keys the configuration lacks
+                if raw is not None:  # stored before its values had columns
+                    p = self._decoded(raw).payload
+                    close, threshold = p.close, p.threshold
+                if family == balance_family:
+                    balances.setdefault(key, []).append((day, close))
+                else:
+                    alerts.setdefault(key, []).append((day, threshold, close))
+        status = {}
+        for oid, env in vs.rows.items():
+            if env.payload.status is None:
+                msg = f"stored key-status row {oid.encoded} carries no status"
+                raise StoreError(msg)
+            status[oid.key] = (env.payload.status, env.payload.reasons)
+        counts = reason_counts(vs.rows.values())
+        return vs, Projected(project_keys(self.cfg, status, balances, alerts), counts)
+
+    @staticmethod
+    def _decoded(raw: bytes | memoryview) -> Envelope:
+        env = wire.decode_envelope(bytes(raw))
+        if isinstance(env, wire.DecodeError):
+            msg = f"stored view row is not a valid envelope: {env.message}"
+            raise StoreError(msg)
+        return env
+
+    def _progress_into(self, conn: Any, vs: ViewState) -> None:
+        for p, nxt, stopped in conn.execute(
+            "SELECT partition, next_offset, stopped FROM view_progress WHERE ns_id = %s",
+            (self.ns_id,),
+        ):
+            if nxt > 0:
+                vs.frontiers[p] = nxt
+            if stopped is not None:
+                vs.stopped[p] = stopped
 
     def projections(self) -> dict[StockKey, Projection]:
         """Visible per-key projection (withdrawals hidden) from a consistent snapshot."""

@@ -443,3 +443,54 @@ def test_a_batch_overtaken_on_both_attempts_ends_in_a_retryable_conflict_with_no
     assert len(attempts) == 2
     assert view.frontier(0) == 0
     assert admin.execute("SELECT count(*) FROM view_rows").fetchone() == (0,)
+
+
+def _rich_view(open_store, open_view):
+    """A view with balances, alerts, withdrawals and a blocked key with conflict reasons."""
+    cfg = b.config([(b.K1, 100, 60, 0), (b.K2, 80, 75, 0), (b.K3, 50, 10, 0)])
+    store = open_store(cfg)
+    tok = store.claim(0)
+    objs = b.mixed_history(60)
+    objs += [b.txn("R1", 1, qty=-3, valid=b.day(4), key=b.K3), b.txn("R1", 1, qty=-4, valid=b.day(4), key=b.K3)]
+    objs += [b.txn("T5", 9, "CANCEL", qty=0, valid=b.day(2), key=b.K2)]  # withdraws rows of K2
+    log = [r.envelope.to_bytes() for r in store.process(tok, 0, b.records(objs)).rows]
+    view = open_view(cfg)
+    view.apply(0, list(enumerate(log)))
+    return cfg, view
+
+
+def test_the_view_read_as_columns_projects_exactly_as_its_decoded_envelopes_do(open_store, open_view):
+    from amends_core.view import project, reason_counts
+
+    cfg, view = _rich_view(open_store, open_view)
+    whole = view.snapshot()
+    progress, projected = view.checked()
+    assert dict(projected.projections) == project(cfg, whole.rows.values())
+    assert dict(projected.reason_counts) == reason_counts(whole.rows.values())
+    assert (progress.frontiers, progress.stopped) == (whole.frontiers, whole.stopped)
+    shapes = projected.projections.values()
+    assert any(p.alerts for p in shapes) and any(p.reasons for p in shapes)  # the case is rich enough
+    assert any(not e.payload.present for e in whole.rows.values())
+
+
+def test_rows_without_value_columns_are_read_from_their_envelopes_and_the_migration_fills_them(
+    open_store, open_view, admin
+):
+    from pathlib import Path
+
+    from amends_pipeline.postgres.migrate import MIGRATIONS_DIR
+
+    cfg, view = _rich_view(open_store, open_view)
+    _, want = view.checked()
+    assert admin.execute("SELECT count(*) FROM view_rows WHERE present AND close IS NULL"
+                         " AND family <> 'key-status'").fetchone() == (0,)
+    emptied = admin.execute("UPDATE view_rows SET close = NULL, threshold = NULL").rowcount
+    assert emptied > 0
+    _, got = view.checked()
+    assert got == want  # read from the envelopes
+    sql_text = Path(MIGRATIONS_DIR / "0015_view_row_values.sql").read_text()
+    admin.execute(sql_text[sql_text.index("UPDATE view_rows"):])
+    assert admin.execute("SELECT count(*) FROM view_rows WHERE present AND close IS NULL"
+                         " AND family <> 'key-status'").fetchone() == (0,)
+    _, filled = view.checked()
+    assert filled == want

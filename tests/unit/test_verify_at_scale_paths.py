@@ -18,7 +18,7 @@ from amends_core.ledger import BalanceRow, Config, Envelope, Family, Payload, Re
 from amends_core.oracle import OracleResult
 from amends_core.oracle.partial import combine, compute_partition
 from amends_core.verify import Boundary, DiffKind, VerifyStatus, verify
-from amends_core.view import project
+from amends_core.view import Projected, project, reason_counts
 from benchmarks.oracle_bench import generate
 from benchmarks.snapshot_bench import view_of
 
@@ -96,3 +96,22 @@ def test_projected_rows_are_in_day_order_whatever_the_envelope_order(history: tu
         assert list(p.balances) == sorted(p.balances, key=lambda b: b.day)
         assert all(isinstance(b, BalanceRow) for b in p.balances)
         assert [a.day for a in p.alerts] == sorted(a.day for a in p.alerts)
+
+
+@pytest.mark.parametrize("change", [False, True])
+def test_a_view_given_already_projected_is_compared_as_its_envelopes_are(
+    history: tuple[Config, OracleResult], change: bool
+) -> None:
+    cfg, oracle = history
+    view = view_of(cfg, oracle)
+    if change:
+        ready = {p.key for p in oracle.result.keys if p.status.value == "READY"}
+        at = next(i for i, e in enumerate(view) if e.output_id.family is Family.BALANCE and e.output_id.key in ready)
+        env = view[at]
+        assert env.payload.close is not None
+        view[at] = dataclasses.replace(env, payload=dataclasses.replace(env.payload, close=env.payload.close - 1))
+    rows = list(oracle.rejections)
+    by_envelopes = _check(cfg, oracle, view, rows)
+    projected = Projected(project(cfg, view), reason_counts(view))
+    assert verify(cfg, oracle, projected, rows, list(oracle.conflicts), Boundary(True)) == by_envelopes
+    assert bool(by_envelopes.differences) is change
