@@ -59,8 +59,9 @@ from amends_core.ledger import (
     Record,
 )
 from amends_core.oracle import Columns, OracleResult
-from amends_core.oracle.partial import combine, compute_by_partition, partition_from_rows
+from amends_core.oracle.partial import combine, compute_by_partition
 from amends_core.verify import Boundary, verify
+from amends_pipeline.ops.verify import fold_history
 from amends_pipeline.postgres.connection import dsn_from_env
 from amends_pipeline.postgres.migrate import scratch_schema
 from amends_pipeline.postgres.store import PgStore
@@ -118,15 +119,17 @@ def oracle_over(table: SnapshotTable, cfg: Config) -> OracleResult:
     return compute_by_partition(cfg, lambda p: snapshot_columns(table, version, p, ends[p], None))
 
 
-def oracle_kept(table: SnapshotTable, cfg: Config) -> OracleResult:
-    """The oracle as a boundary runs it: kept rows read back, newer records decoded and kept."""
+def oracle_kept(table: SnapshotTable, cfg: Config, since: dict[int, int] | None = None) -> OracleResult:
+    """The oracle as a boundary runs it: kept rows read back, newer records decoded and kept,
+    each partition folded by verification's own ``fold_history`` (with the offsets held from
+    ``since`` on, the snapshot coverage of the boundary before, and the record count)."""
     version = table.version()
     ends = table.ends(range(cfg.partitions), version)
     kept = DecodedRows(table, "bench-config", "bench-oracle")
     parts = []
     for p in range(cfg.partitions):
         c = classified_snapshot(cfg, table, version, p, ends[p], None, kept, keep=True)
-        parts.append(partition_from_rows(cfg, p, c.rows))
+        parts.append(fold_history(cfg, p, c.rows, since=(since or {}).get(p, 0)).part)
         del c
     return combine(cfg, parts)
 
@@ -245,7 +248,7 @@ by_partition = {{p: [None] * start[p] + recs for p, recs in new.items()}}
 t0 = time.perf_counter()
 b.append(table, by_partition, start)
 t1 = time.perf_counter()
-result = b.oracle_kept(table, cfg) if {kept!r} else b.oracle_over(table, cfg)
+result = b.oracle_kept(table, cfg, start) if {kept!r} else b.oracle_over(table, cfg)
 t2 = time.perf_counter()
 checked = {{}}
 if {kept!r}:

@@ -43,6 +43,7 @@ from dataclasses import dataclass, replace
 
 import polars as pl
 
+from amends_core.ledger import Config
 from amends_core.oracle import Columns, OracleResult
 from amends_core.oracle import compute as oracle_compute
 from amends_core.oracle.compute import classify_partition
@@ -211,6 +212,36 @@ class Computed:
     coverage: Coverage | None
 
 
+@dataclass(frozen=True, slots=True)
+class Folded:
+    part: PartitionResult
+    held: pl.Series
+    """Offsets of the history's records from the ``since`` it was folded with on."""
+    records: int
+    """Records of the whole history, operator skips left out."""
+
+
+def fold_history(
+    cfg: Config, partition: int, rows: pl.LazyFrame, *, since: int = 0, skipped: Sequence[int] = ()
+) -> Folded:
+    """One partition's oracle part from its classified history (``read_history``), with the
+    offsets held from ``since`` on (to compare with the consumed ones) and the record count.
+
+    The offsets and the count come from one pass over the offset column; the fold is a
+    second pass over the rows. Records operators skipped (``skipped``) are left out.
+    """
+    got = rows.select(
+        pl.len().alias("records"),
+        pl.col("offset").filter(pl.col("offset") >= since).implode().alias("held"),
+        pl.col("offset").is_in(list(skipped)).sum().alias("skipped"),
+    ).collect()
+    held = got.get_column("held")[0]
+    if skipped:
+        rows = rows.filter(pl.col("offset").is_in(list(skipped)).not_())
+    records = int(got.get_column("records")[0]) - int(got.get_column("skipped")[0])
+    return Folded(partition_from_rows(cfg, partition, rows), held, records)
+
+
 def covered_since(cover: Coverage | None, pinned: Pinned | None, end: int) -> int:
     """The offset below which ``cover`` vouches for every consumed record of a verification
     reading ``pinned`` up to ``end``: 0 when there is no claim, no snapshot or another table."""
@@ -240,17 +271,12 @@ def _compute_part(
         reasons.append(f"retention removed records while verification read them: {e}")
         history = Classified(classify_partition(rt.cfg, p, Columns.empty()).lazy(), 0)
         lost_while_reading = True
-    rows = history.rows
-    held = rows.select("offset").filter(pl.col("offset") >= since).collect().get_column("offset")
-    lost = lost_records(store, {p: held}, {p: end}, {p: since})
     skipped = [s.offset for s in skips if s.partition == p]
-    total = held.len() if since == 0 else int(rows.select(pl.len()).collect().item())
-    if skipped:
-        total -= int(rows.filter(pl.col("offset").is_in(skipped)).select(pl.len()).collect().item())
-        rows = rows.filter(pl.col("offset").is_in(skipped).not_())
-    part = partition_from_rows(rt.cfg, p, rows)
+    folded = fold_history(rt.cfg, p, history.rows, since=since, skipped=skipped)
+    lost = lost_records(store, {p: folded.held}, {p: end}, {p: since})
     where = pinned.describe() if pinned is not None else "the topic"
-    stored = StoredPart(parts.inputs(m, p, end, skips), total, tuple(lost), where, encode(part))
+    part = encode(folded.part)
+    stored = StoredPart(parts.inputs(m, p, end, skips), folded.records, tuple(lost), where, part)
     coverage = None
     if keep and pinned is not None and not lost and not lost_while_reading and pinned.table_id:
         below = min(pinned.ends.get(p, 0), end)

@@ -181,7 +181,7 @@ class ProcessingSnapshot:
     keys: dict[StockKey, fold.KeyState]
     """Evidence and projection per key (empty when taken with ``evidence=False``)."""
     outputs: dict[OutputID, Envelope]
-    """Latest committed envelope per output ID."""
+    """Latest committed envelope per output ID (empty when taken with ``evidence=False``)."""
     outbox: dict[int, tuple[OutboxEntry, ...]]
     rejections: tuple[Rejection, ...]
     """Quarantine in (partition, offset) order."""
@@ -825,7 +825,9 @@ class PgStore:
     def snapshot(self, *, evidence: bool = True, outbox: str = "all") -> ProcessingSnapshot:
         """A consistent copy of processing state (REPEATABLE READ, READ ONLY).
 
-        ``evidence=False`` skips per-key evidence (keys stays empty);
+        ``evidence=False`` skips per-key evidence and the output intents (``keys`` and
+        ``outputs`` stay empty: verification and replay read neither, and at ten million
+        records the outputs alone were hundreds of thousands of rows to convert);
         ``outbox="pending"`` reads only unacknowledged rows, ``"none"`` none.
         """
         if outbox not in ("all", "pending", "none"):
@@ -845,13 +847,6 @@ class PgStore:
             cache = KeyCache(None)
             if evidence:
                 self._load_keys(conn, cache, [kc.key for kc in self.cfg.keys])
-            else:
-                src, nsname = self.cfg.source_incarnation, self.cfg.namespace
-                for r in conn.execute(
-                    LOAD_OUTPUTS, (sorted(self.key_ids.values()),)
-                ).fetchall():
-                    env = codec.envelope_from_row(nsname, self._kc_by_id[r[0]], src, r[1:])
-                    cache.outputs[env.output_id] = env
             boxes: dict[int, list[OutboxEntry]] = {p: [] for p in parts}
             if outbox != "none":
                 q = (

@@ -136,8 +136,10 @@ def test_a_corrupted_view_row_fails_the_check_with_that_row_and_blocks_certifica
     with psycopg.connect(h.dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(h.schema)))
         n = conn.execute(
+            # a wrong view row: the envelope and the value stored beside it both say 31
             "UPDATE view_rows SET envelope = convert_to(replace(convert_from(envelope, 'UTF8'),"
-            " '\"close\":30', '\"close\":31'), 'UTF8') WHERE family = 'balance' AND day IS NOT NULL"
+            " '\"close\":30', '\"close\":31'), 'UTF8'), close = 31"
+            " WHERE family = 'balance' AND day IS NOT NULL"
             " AND convert_from(envelope, 'UTF8') LIKE '%\"close\":30%'"
         ).rowcount
     assert n == 1

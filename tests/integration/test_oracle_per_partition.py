@@ -285,8 +285,11 @@ def test_three_partitions_a_view_that_disagrees_in_one_partition_fails_the_combi
     with psycopg.connect(s.dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(s.schema)))
         n = conn.execute(
+            # a wrong view row: the envelope and the value the view stored beside it (what
+            # verification reads) both say 90
             "UPDATE view_rows SET envelope = convert_to(replace(convert_from(envelope, 'UTF8'),"
-            " '\"close\":89', '\"close\":90'), 'UTF8') WHERE family = 'balance' AND day IS NOT NULL"
+            " '\"close\":89', '\"close\":90'), 'UTF8'), close = 90"
+            " WHERE family = 'balance' AND day IS NOT NULL"
             " AND item = 'P-B' AND convert_from(envelope, 'UTF8') LIKE '%\"close\":89%'"
         ).rowcount
     assert n == 1

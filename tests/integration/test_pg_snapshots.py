@@ -105,7 +105,8 @@ def test_snapshot_reports_quarantine_as_rejections_and_all_conflicts(open_store)
         b.record(b.txn("A", 3, "AMEND", qty=-3), 3),
     ])
     snap = store.snapshot(evidence=False, outbox="pending")
-    assert snap.keys == {}
+    assert snap.keys == {} and snap.outputs == {}
+    assert store.snapshot().outputs  # with evidence, the output intents the records made
     assert [(r.record.value, r.record.key, r.reason.value) for r in snap.rejections] == [
         (b"\x00junk", b"\xff", "MALFORMED")
     ]
