@@ -38,8 +38,10 @@ PASS_WITH_EXCLUSIONS.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 import polars as pl
 
@@ -75,6 +77,9 @@ from amends_pipeline.roles.relay import relay_running
 from amends_pipeline.runtime import Runtime
 from amends_pipeline.snapshot.decoded import Classified, DecodedRows, classified_snapshot
 from amends_pipeline.snapshot.table import SnapshotError
+
+R = TypeVar("R")
+C = TypeVar("C")
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,6 +336,19 @@ def stale_parts(rt: Runtime) -> list[int]:
     return stale
 
 
+def while_computing(read: Callable[[], R], compute: Callable[[], C]) -> tuple[C, R]:
+    """``compute()``, with ``read()`` run meanwhile in a thread of its own; both results.
+
+    Verification reads the view this way while the oracle computes: PostgreSQL does most of
+    that read in its own process, and the oracle's Polars work releases the GIL. An
+    exception of either is raised here, after both ended.
+    """
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="amends-view-read") as pool:
+        reading = pool.submit(read)
+        computed = compute()
+        return computed, reading.result()
+
+
 def check_namespace(
     rt: Runtime, config: str = "CONFIG.json", *, use_parts: bool = False, keep_decoded: bool = False
 ) -> Checked:
@@ -361,7 +379,31 @@ def check_namespace(
                 {p: out.watermarks(p).high for p in range(cfg.partitions)},
             )
             snap = store.snapshot(evidence=False, outbox="pending")
-            view, projected = vstore.checked()
+            later: list[str] = []  # reasons found while computing, listed after the boundary's
+            stored = load_parts(store) if use_parts else {}
+            pinned = pin_snapshot(rt, m, later)
+            covered = load_coverage(store) if pinned is not None else {}
+            used: dict[int, StoredPart] = {}
+            established: list[Coverage] = []
+
+            def part_of(p: int) -> PartitionResult:
+                sp = stored.get(p)
+                if sp is None or sp.inputs != parts.inputs(m, p, ends.source[p], snap.skips):
+                    end = ends.source[p]
+                    computed = _compute_part(
+                        rt, src, store, m, p, wms[p].low, end, pinned, snap.skips, later,
+                        keep=keep_decoded, cover=covered.get(p),
+                    )
+                    sp = computed.part
+                    if computed.coverage is not None:
+                        established.append(computed.coverage)
+                used[p] = sp
+                return decode(sp.part)
+
+            def compute() -> OracleResult | BaseException:
+                return run_oracle(lambda: combine(cfg, [part_of(p) for p in range(cfg.partitions)]))
+
+            oracle, (view, projected) = while_computing(vstore.checked, compute)
             for p in range(cfg.partitions):
                 eff = m.needed(p, snap.frontier(p))
                 pend = len(snap.pending(p))
@@ -380,27 +422,7 @@ def check_namespace(
                     )
                 if pend and relay_running(rt, p):
                     reasons.append(f"partition {p}: a relay is running; stop or drain it first")
-            stored = load_parts(store) if use_parts else {}
-            pinned = pin_snapshot(rt, m, reasons)
-            covered = load_coverage(store) if pinned is not None else {}
-            used: dict[int, StoredPart] = {}
-            established: list[Coverage] = []
-
-            def part_of(p: int) -> PartitionResult:
-                sp = stored.get(p)
-                if sp is None or sp.inputs != parts.inputs(m, p, ends.source[p], snap.skips):
-                    end = ends.source[p]
-                    computed = _compute_part(
-                        rt, src, store, m, p, wms[p].low, end, pinned, snap.skips, reasons, keep=keep_decoded,
-                        cover=covered.get(p),
-                    )
-                    sp = computed.part
-                    if computed.coverage is not None:
-                        established.append(computed.coverage)
-                used[p] = sp
-                return decode(sp.part)
-
-            oracle = run_oracle(lambda: combine(cfg, [part_of(p) for p in range(cfg.partitions)]))
+            reasons += later
             reasons += [line for p in sorted(used) for line in used[p].lost]
             for c in established:  # only with keep_decoded: `amends verify` never writes
                 save_coverage(store, c)

@@ -97,6 +97,9 @@ from amends_pipeline.postgres.wake import outbox_channel
 
 _RESERVED = RejectReason.RESERVED_HEADER.value
 """Quarantine rows of this reason came from messages carrying the reserved marker header."""
+_REASONS = {r.value: r for r in RejectReason}
+"""A stored reason's member by a dictionary look-up (calling the enum costs 6 us a row, 0.3 s
+over the 50,000 rejections of a ten million record history)."""
 
 R = TypeVar("R")
 
@@ -862,7 +865,7 @@ class PgStore:
                 Rejection(
                     Record(bytes(v), None if k is None else bytes(k), Coordinates(s, p, o),
                            r == _RESERVED),
-                    RejectReason(r), d,
+                    _REASONS[r], d,
                 )
                 for p, o, s, v, k, r, d in conn.execute(
                     "SELECT partition, src_offset, source, raw_value, raw_key, reason, detail"
@@ -953,6 +956,9 @@ class PgStore:
             # Binary arrays of a range of offsets each instead of a row per offset (a
             # verification reads millions); each array stays far below PostgreSQL's 1 GB
             # limit on one value.
+            # Never a prepared statement: psycopg prepares a query from its fifth run on a
+            # connection, and PostgreSQL's generic plan for the offset range then read every
+            # consumed offset of the partition (2 s at ten million records, not 0.02 s).
             rows = conn.cursor(binary=True).execute(
                 "SELECT array_agg(src_offset) FROM ("
                 "SELECT o.src_offset FROM observations o JOIN stock_keys k ON k.key_id = o.key_id"
@@ -962,6 +968,7 @@ class PgStore:
                 " GROUP BY src_offset / %s",
                 (self.ns_id, partition, since, below, self.ns_id, partition, since, below,
                  CONSUMED_OFFSETS_PER_ARRAY),
+                prepare=False,
             ).fetchall()
         offsets: list[int] = []
         for (some,) in rows:
