@@ -38,10 +38,8 @@ PASS_WITH_EXCLUSIONS.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TypeVar
 
 import polars as pl
 
@@ -77,9 +75,6 @@ from amends_pipeline.roles.relay import relay_running
 from amends_pipeline.runtime import Runtime
 from amends_pipeline.snapshot.decoded import Classified, DecodedRows, classified_snapshot
 from amends_pipeline.snapshot.table import SnapshotError
-
-R = TypeVar("R")
-C = TypeVar("C")
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,19 +331,6 @@ def stale_parts(rt: Runtime) -> list[int]:
     return stale
 
 
-def while_computing(read: Callable[[], R], compute: Callable[[], C]) -> tuple[C, R]:
-    """``compute()``, with ``read()`` run meanwhile in a thread of its own; both results.
-
-    Verification reads the view this way while the oracle computes: PostgreSQL does most of
-    that read in its own process, and the oracle's Polars work releases the GIL. An
-    exception of either is raised here, after both ended.
-    """
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="amends-view-read") as pool:
-        reading = pool.submit(read)
-        computed = compute()
-        return computed, reading.result()
-
-
 def check_namespace(
     rt: Runtime, config: str = "CONFIG.json", *, use_parts: bool = False, keep_decoded: bool = False
 ) -> Checked:
@@ -400,10 +382,8 @@ def check_namespace(
                 used[p] = sp
                 return decode(sp.part)
 
-            def compute() -> OracleResult | BaseException:
-                return run_oracle(lambda: combine(cfg, [part_of(p) for p in range(cfg.partitions)]))
-
-            oracle, (view, projected) = while_computing(vstore.checked, compute)
+            oracle = run_oracle(lambda: combine(cfg, [part_of(p) for p in range(cfg.partitions)]))
+            view, projected = vstore.checked()
             for p in range(cfg.partitions):
                 eff = m.needed(p, snap.frontier(p))
                 pend = len(snap.pending(p))
