@@ -193,14 +193,6 @@ def _framed(obj: dict[str, Any], where: str, partitions: int | None) -> FramedRe
     return FramedRecord(p, o, None if k is None else _text_bytes(k), value, where)
 
 
-def parse_line(line: bytes, where: str, partitions: int | None = None) -> FramedRecord:
-    """One framed record; a line that is not framed is refused."""
-    got = read_line(line, where, partitions)
-    if isinstance(got, RawLine):
-        raise RecordsError(_not_framed(got.where))
-    return got
-
-
 def _not_framed(where: str) -> str:
     return (
         f"{where}: not a framed record (one"
@@ -279,11 +271,6 @@ def _position(where: str) -> tuple[str, int]:
     return name, int(line) if line.isdigit() else 0
 
 
-def split_lines(data: bytes) -> list[bytes]:
-    """``data`` cut at ``\\n`` the way a file is read line by line (for in-memory input)."""
-    return data.split(b"\n")
-
-
 def framed_input(reader: InputReader, source: str) -> dict[int, list[Record]]:
     """What ``amends compute`` computes: framed records only, per partition in offset order."""
     if reader.raw_lines:
@@ -297,34 +284,6 @@ def framed_input(reader: InputReader, source: str) -> dict[int, list[Record]]:
     for fr in reader.framed():
         by_p.setdefault(fr.partition, []).append(fr.record(source))
     return by_p
-
-
-# ---------------------------------------------------------------- older entry points
-
-
-def parse_records(data: bytes, name: str = "records") -> list[FramedRecord]:
-    """Framed records of one file held in memory (every line must be framed)."""
-    reader = InputReader(partitions=None)
-    reader.add_file(name, split_lines(data))
-    if reader.raw_lines:
-        raise RecordsError(_not_framed(reader.raw_lines[0].where))
-    return list(reader.framed_records)
-
-
-def order_records(
-    framed: list[FramedRecord], partitions: int, source: str
-) -> dict[int, list[Record]]:
-    """Group by partition in offset order; refuse unknown partitions and repeated offsets."""
-    for fr in framed:
-        if fr.partition >= partitions:
-            at = f"{fr.where}: " if fr.where else ""
-            msg = (
-                f"{at}record at offset {fr.offset} names partition {fr.partition},"
-                f" configuration has {partitions}"
-            )
-            raise RecordsError(msg)
-    reader = InputReader(partitions, framed_records=list(framed))
-    return framed_input(reader, source)
 
 
 def encode_line(r: Record) -> str:

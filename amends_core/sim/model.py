@@ -381,9 +381,6 @@ class Model:
             out[p] = recs[:n]
         return out
 
-    def processed_prefix(self) -> dict[int, list[Record]]:
-        return self.prefix({p: self.store.frontier(p) for p in self.source})
-
     def next_record(self, partition: int, frontier: int) -> Record | None:
         offs = self._offsets[partition]
         i = bisect.bisect_left(offs, frontier)
@@ -685,9 +682,6 @@ class Model:
         # process stops; the worker that takes over claims an epoch of its own.
         self.workers[partition] = self.new_worker(partition)
         return tok
-
-    def installed_frontiers(self) -> dict[int, int]:
-        return {p: self.store.frontier(p) for p in range(self.cfg.partitions)}
 
 
 def rebuild(model: Model, namespace: str) -> Model:

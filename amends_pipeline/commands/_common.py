@@ -1,35 +1,27 @@
-"""Helpers shared by subcommands: reading configuration and records files."""
+"""What the subcommands share: turning operation errors into one line, and the repository paths."""
 
 from __future__ import annotations
 
+import argparse
 import functools
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeAlias
 
-from amends_core import wire
-from amends_core.ledger import Config, ConfigError
 from amends_pipeline.errors import UsageError
 from amends_pipeline.redaction import redact
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = REPO_ROOT / "fixtures"
 
-
-def read_bytes(path: str | Path, what: str) -> bytes:
-    try:
-        return Path(path).read_bytes()
-    except OSError as e:
-        msg = f"cannot read {what} {str(path)!r}: {e.strerror or e}"
-        raise UsageError(msg) from None
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+"""What ``add_subparsers`` returns, named once: argparse keeps the class private."""
 
 
-def load_config(path: str | Path) -> Config:
-    try:
-        return wire.decode_config(read_bytes(path, "configuration"))
-    except ConfigError as e:
-        msg = f"invalid configuration {str(path)!r}: {e}"
-        raise UsageError(msg) from None
+def add_config(p: argparse.ArgumentParser) -> None:
+    """The ``--config CONFIG.json`` option every command that acts on a namespace takes."""
+    p.add_argument("--config", required=True, metavar="CONFIG.json")
 
 
 def operational(fn: Callable[..., int]) -> Callable[..., int]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from amends_pipeline.commands._common import Subparsers
+
 SUITE_NAMES = (
     "core", "durable", "worker-memory", "oracle", "snapshot", "compute", "simulator", "end-to-end", "dagster",
 )
@@ -51,7 +53,7 @@ def _execute(a: argparse.Namespace) -> int:
     return bench_run.execute(a)
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "bench",
         help="run the benchmarks and write docs/benchmarks.md (+ .json)",

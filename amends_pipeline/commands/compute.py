@@ -11,13 +11,14 @@ from amends_core.ledger import CloseOutOfRange, Config, Record
 from amends_core.pipeline import compute_incremental
 from amends_core.records import RecordsError, framed_input
 from amends_core.result import ComputeResult
-from amends_pipeline.commands._common import load_config
+from amends_pipeline.commands._common import Subparsers, add_config
 from amends_pipeline.commands.load import read_inputs
 from amends_pipeline.errors import ComputeError, UsageError
+from amends_pipeline.inputs import load_config
 from amends_pipeline.text import terminal_safe
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "compute",
         help="compute balances, alerts, rejections and conflicts of a history",
@@ -31,7 +32,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             " leaves signed 64-bit."
         ),
     )
-    p.add_argument("--config", required=True, metavar="CONFIG.json")
+    add_config(p)
     p.add_argument("--engine", required=True, choices=["incremental", "oracle"])
     p.add_argument(
         "--records", required=True, action="append", metavar="RECORDS.jsonl",

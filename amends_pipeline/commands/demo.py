@@ -12,10 +12,11 @@ from pathlib import Path
 from amends_core import demo, oracle
 from amends_core.timefmt import format_day
 from amends_pipeline import showcase
-from amends_pipeline.commands._common import FIXTURES, load_config, operational, read_bytes
+from amends_pipeline.commands._common import FIXTURES, Subparsers, operational
+from amends_pipeline.inputs import load_config, read_bytes
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "demo",
         help="run the worked example (initial history, amendment, cancellation) end to end",

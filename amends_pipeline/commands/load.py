@@ -13,9 +13,10 @@ from collections.abc import Iterator
 
 from amends_core import limits
 from amends_core.records import InputReader, RecordsError
-from amends_pipeline.commands._common import load_config, operational
+from amends_pipeline.commands._common import Subparsers, add_config, operational
 from amends_pipeline.commands._progress import Progress
 from amends_pipeline.errors import UsageError
+from amends_pipeline.inputs import load_config
 from amends_pipeline.kafka.load import load_plan
 from amends_pipeline.runtime import Runtime
 
@@ -47,7 +48,7 @@ def read_inputs(paths: list[str], partitions: int) -> InputReader:
     return reader
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "load",
         help="produce source values (fixture JSONL or framed RECORDS.jsonl) to the source topic",
@@ -62,7 +63,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             " producer. Exit 0 when every message was acknowledged by the broker."
         ),
     )
-    p.add_argument("--config", required=True, metavar="CONFIG.json")
+    add_config(p)
     p.add_argument("files", nargs="+", metavar="FILE")
     p.add_argument("--default-partition", type=int, default=0)
     p.add_argument("--topic", help="override the manifest's source topic")

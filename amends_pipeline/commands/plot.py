@@ -7,13 +7,14 @@ import re
 from pathlib import Path
 
 from amends_core.ledger import Config, StockKey
-from amends_pipeline.commands._common import load_config, operational
+from amends_pipeline.commands._common import Subparsers, add_config, operational
 from amends_pipeline.errors import UsageError
+from amends_pipeline.inputs import load_config
 from amends_pipeline.postgres.errors import NamespaceUnknown
 from amends_pipeline.runtime import Runtime
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "plot",
         help="draw a key's balance history (closes, threshold, alerts, corrections) as PNG",
@@ -31,7 +32,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             " never provisioned, or an unusable environment."
         ),
     )
-    p.add_argument("--config", required=True, metavar="CONFIG.json")
+    add_config(p)
     p.add_argument(
         "--key", action="append", metavar="ITEM/LOCATION",
         help="only this key (repeatable); default: every configured key",

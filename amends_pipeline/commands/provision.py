@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from amends_pipeline.commands._common import load_config, operational
+from amends_pipeline.commands._common import Subparsers, add_config, operational
+from amends_pipeline.inputs import load_config
 from amends_pipeline.kafka.topics import DEFAULT_OUTPUT_TOPIC, DEFAULT_SOURCE_TOPIC
 from amends_pipeline.ops.provision import binding_text, provision
 from amends_pipeline.runtime import Runtime
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "provision",
         help="migrate the database, register the namespace and bind its topics",
@@ -25,7 +26,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             " or environment."
         ),
     )
-    p.add_argument("--config", required=True, metavar="CONFIG.json")
+    add_config(p)
     p.add_argument(
         "--source-topic",
         help=f"for a new binding (default {DEFAULT_SOURCE_TOPIC}); a bound namespace keeps its own",

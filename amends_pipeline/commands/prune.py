@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from amends_pipeline.commands._common import load_config, operational
+from amends_pipeline.commands._common import Subparsers, add_config, operational
+from amends_pipeline.inputs import load_config
 from amends_pipeline.manifest import check_source
 from amends_pipeline.postgres.prune import prune
 from amends_pipeline.runtime import Runtime
@@ -24,7 +25,7 @@ def _keep_days(text: str) -> float:
     return days
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "prune",
         help="delete published outbox rows and old quarantine payloads past the retention",
@@ -37,7 +38,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             " Exit 0, 1 on a store or Kafka failure, 2 on unusable arguments or environment."
         ),
     )
-    p.add_argument("--config", required=True, metavar="CONFIG.json")
+    add_config(p)
     p.add_argument(
         "--keep-days", type=_keep_days, default=DEFAULT_KEEP_DAYS, metavar="N",
         help=f"retention in days, fractions allowed (default {DEFAULT_KEEP_DAYS:g})",

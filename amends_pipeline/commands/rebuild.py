@@ -7,14 +7,15 @@ import json
 import os
 import sys
 
-from amends_pipeline.commands._common import load_config, operational
+from amends_pipeline.commands._common import Subparsers, add_config, operational
 from amends_pipeline.commands._progress import Progress
 from amends_pipeline.errors import UsageError
+from amends_pipeline.inputs import load_config
 from amends_pipeline.ops.replay import rebuild
 from amends_pipeline.runtime import Runtime
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subparsers) -> None:
     r = sub.add_parser(
         "rebuild",
         help="reconstruct the namespace into a fresh namespace and output topic, then verify",
@@ -31,7 +32,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             " rebuild verifies (or the dry run finds it possible)."
         ),
     )
-    r.add_argument("--config", required=True, metavar="CONFIG.json")
+    add_config(r)
     r.add_argument("--new-namespace", required=True)
     r.add_argument("--output-topic", required=True)
     r.add_argument("--execute", action="store_true")

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from amends_pipeline.commands._common import load_config, operational
+from amends_pipeline.commands._common import Subparsers, add_config, operational
+from amends_pipeline.inputs import load_config
 from amends_pipeline.ops.replay import replay
 from amends_pipeline.runtime import Runtime
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "replay",
         help="check an already-consumed source interval against intact state",
@@ -22,7 +23,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             " output versions never change. Exit 0 when the interval matches, 1 otherwise."
         ),
     )
-    p.add_argument("--config", required=True, metavar="CONFIG.json")
+    add_config(p)
     p.add_argument("--partition", type=int, required=True)
     p.add_argument("--from", dest="start", type=int, required=True, metavar="OFFSET")
     p.add_argument("--until", type=int, required=True, metavar="OFFSET", help="exclusive")

@@ -6,8 +6,9 @@ import argparse
 import sys
 from contextlib import ExitStack
 
-from amends_pipeline.commands._common import load_config, operational
+from amends_pipeline.commands._common import Subparsers, add_config, operational
 from amends_pipeline.errors import UsageError
+from amends_pipeline.inputs import load_config
 from amends_pipeline.postgres.connection import wait_available
 from amends_pipeline.roles import collector
 from amends_pipeline.roles.loop import FALLBACK_POLL, Stop, run_loop
@@ -15,7 +16,7 @@ from amends_pipeline.roles.steps import BATCH_SIZE, ROLES, open_role
 from amends_pipeline.runtime import Runtime
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "role",
         help="run the worker, relay or view role until stopped",
@@ -33,7 +34,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         ),
     )
     p.add_argument("role", choices=ROLES)
-    p.add_argument("--config", required=True, metavar="CONFIG.json")
+    add_config(p)
     p.add_argument(
         "--partition", type=int, action="append", metavar="P",
         help="partitions to serve (repeatable); default: all",

@@ -19,15 +19,16 @@ from pathlib import Path
 from amends_core.sim import trace as trace_mod
 from amends_core.sim.generate import generate
 from amends_core.sim.run import RunResult, SoakSummary, run_trace, shrink_trace, soak_chunk
-from amends_pipeline.commands._common import read_bytes
+from amends_pipeline.commands._common import Subparsers
 from amends_pipeline.errors import UsageError
+from amends_pipeline.inputs import read_bytes
 
 TOOLCHAIN = f"CPython {platform.python_version()} ({platform.machine() or 'unknown'})"
 CHUNK = 25
 """Seeds per unit of work handed to a worker process."""
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "sim",
         help="simulate fault schedules, replay or shrink a trace",

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from amends_pipeline.commands._common import load_config, operational
+from amends_pipeline.commands._common import Subparsers, add_config, operational
 from amends_pipeline.errors import UsageError
+from amends_pipeline.inputs import load_config
 from amends_pipeline.ops.skip import (
     MAX_OPERATOR,
     MAX_REASON,
@@ -18,7 +19,7 @@ from amends_pipeline.ops.skip import (
 from amends_pipeline.runtime import Runtime
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "skip",
         help="skip the source record a partition is stopped on by an operation error (audited)",
@@ -37,7 +38,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             " why) or fenced; 2 on unusable arguments or environment."
         ),
     )
-    p.add_argument("--config", required=True, metavar="CONFIG.json")
+    add_config(p)
     p.add_argument("--partition", type=int, required=True, metavar="P", help="source partition")
     p.add_argument("--offset", type=int, required=True, metavar="O", help="source offset to skip")
     p.add_argument(

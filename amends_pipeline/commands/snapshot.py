@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from amends_pipeline.commands._common import load_config, operational
+from amends_pipeline.commands._common import Subparsers, add_config, operational
 from amends_pipeline.errors import UsageError
+from amends_pipeline.inputs import load_config
 from amends_pipeline.runtime import Runtime
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "snapshot",
         help="copy the source topic's new records into the snapshot table (Delta Lake)",
@@ -26,7 +27,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             " (an unreachable or malformed AMENDS_SNAPSHOT_URI among them)."
         ),
     )
-    p.add_argument("--config", required=True, metavar="CONFIG.json")
+    add_config(p)
     p.add_argument("--partition", type=int, action="append", metavar="P", help="only these partitions")
     p.add_argument(
         "--chunk", type=int, default=None, metavar="N",

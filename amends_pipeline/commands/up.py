@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from amends_pipeline.commands._common import FIXTURES, REPO_ROOT, load_config, operational
+from amends_pipeline.commands._common import FIXTURES, REPO_ROOT, Subparsers, operational
 from amends_pipeline.errors import UsageError
+from amends_pipeline.inputs import load_config
 
 FIXTURE = FIXTURES / "worked-example"
 STAGE_DEADLINE_S = 240.0
@@ -56,7 +57,7 @@ class Stop(BaseException):
     """Raised in the main thread by SIGTERM or SIGINT: unwind, stop every child, exit 0."""
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "up",
         help="run the worked example on PostgreSQL, Kafka and the Dagster daemon, with the UI",

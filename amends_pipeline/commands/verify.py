@@ -6,19 +6,17 @@ import argparse
 import json
 import sys
 import time
-from typing import Any, NamedTuple
 
-from amends_core.ledger import Conflict, RejectReason, StockKey
-from amends_core.result import RejectionRef
-from amends_core.verify import ExpectationDifference, Report, SkipRef, VerifyStatus
-from amends_pipeline.commands._common import load_config, operational, read_bytes
+from amends_core.verify import ExpectationDifference, Report, VerifyStatus
+from amends_pipeline.commands._common import Subparsers, add_config, operational
 from amends_pipeline.errors import UsageError
+from amends_pipeline.inputs import EXPECT_FORMAT, load_config, load_expectations
 from amends_pipeline.ops.verify import verify_namespace
 from amends_pipeline.runtime import Runtime
 from amends_pipeline.text import terminal_safe
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "verify",
         help="compare the view with the oracle over the source topic",
@@ -39,7 +37,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             " field at fault) or environment."
         ),
     )
-    p.add_argument("--config", required=True, metavar="CONFIG.json")
+    add_config(p)
     p.add_argument(
         "--expect", metavar="EXPECTED.json",
         help='{"rejections":[{"partition","offset","reason"}],"conflicts":[{"item","location","txn_id","revision"}],'
@@ -59,156 +57,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="text report: at most this many entries per list (default 20)",
     )
     p.set_defaults(func=run)
-
-
-EXPECT_FORMAT = (
-    '{"rejections": [{"partition", "offset", "reason"}],'
-    ' "conflicts": [{"item", "location", "txn_id", "revision"}]}'
-)
-
-
-class ExpectationsError(ValueError):
-    """An expectations document is unusable; the message names the field at fault."""
-
-
-class Expectations(NamedTuple):
-    """The manifests of an expectations file: what PASS_WITH_EXCLUSIONS must list exactly."""
-
-    rejections: list[RejectionRef]
-    conflicts: list[Conflict]
-    skips: list[SkipRef]
-
-
-def load_expectations(path: str | None) -> Expectations:
-    if path is None:
-        return Expectations([], [], [])
-    raw = read_bytes(path, "expectations file")
-    try:
-        return parse_expectation_file(raw)
-    except ExpectationsError as e:
-        msg = f"expectations file {path!r}: {e}"
-        raise UsageError(msg) from None
-
-
-def parse_expectation_file(raw: bytes) -> Expectations:
-    """Rejection, conflict and operator-skip manifests (``"skips": [{"partition", "offset"}]``).
-
-    Raises ExpectationsError with one line naming the field at fault and where.
-    """
-    rej, con = parse_expectations(raw)
-    doc = json.loads(raw.decode("utf-8-sig"))  # parse_expectations vouched for it
-    skips = [
-        SkipRef(_natural(e, "partition", where), _natural(e, "offset", where))
-        for where, e in _entries(doc, "skips")
-    ]
-    return Expectations(rej, con, skips)
-
-
-def parse_expectations(raw: bytes) -> tuple[list[RejectionRef], list[Conflict]]:
-    """Rejection and conflict manifests from an expectations document.
-
-    Raises ExpectationsError with one line naming the field at fault and where.
-    """
-    try:
-        doc = json.loads(raw.decode("utf-8-sig"))
-    except UnicodeDecodeError as e:
-        msg = f"not UTF-8 text: byte {e.start}: {e.reason}"
-        raise ExpectationsError(msg) from None
-    except json.JSONDecodeError as e:
-        msg = f"not JSON: line {e.lineno} column {e.colno}: {e.msg}"
-        raise ExpectationsError(msg) from None
-    if not isinstance(doc, dict):
-        msg = f"the document is {_kind(doc)}; expected an object {EXPECT_FORMAT}"
-        raise ExpectationsError(msg)
-    rej = [
-        RejectionRef(
-            _natural(r, "partition", where), _natural(r, "offset", where), _reason(r, where)
-        )
-        for where, r in _entries(doc, "rejections")
-    ]
-    con = [
-        Conflict(
-            StockKey(_string(c, "item", where), _string(c, "location", where)),
-            _string(c, "txn_id", where),
-            _integer(c, "revision", where),
-        )
-        for where, c in _entries(doc, "conflicts")
-    ]
-    return rej, con
-
-
-def _kind(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    return "an object"
-
-
-def _entries(doc: dict[str, Any], name: str) -> list[tuple[str, dict[str, Any]]]:
-    entries = doc.get(name, [])
-    if not isinstance(entries, list):
-        msg = f"{name} is {_kind(entries)}; expected a list"
-        raise ExpectationsError(msg)
-    out = []
-    for i, e in enumerate(entries):
-        if not isinstance(e, dict):
-            msg = f"{name}[{i}] is {_kind(e)}; expected an object"
-            raise ExpectationsError(msg)
-        out.append((f"{name}[{i}]", e))
-    return out
-
-
-def _field(entry: dict[str, Any], name: str, where: str) -> Any:
-    if name not in entry:
-        msg = f'{where} has no "{name}"'
-        raise ExpectationsError(msg)
-    return entry[name]
-
-
-def _integer(entry: dict[str, Any], name: str, where: str) -> int:
-    value = _field(entry, name, where)
-    if isinstance(value, bool) or not isinstance(value, int):
-        msg = f"{where}.{name}: {_show(value)} is not an integer"
-        raise ExpectationsError(msg)
-    return value
-
-
-def _natural(entry: dict[str, Any], name: str, where: str) -> int:
-    value = _integer(entry, name, where)
-    if value < 0:
-        msg = f"{where}.{name}: {value} is negative"
-        raise ExpectationsError(msg)
-    return value
-
-
-def _string(entry: dict[str, Any], name: str, where: str) -> str:
-    value = _field(entry, name, where)
-    if not isinstance(value, str):
-        msg = f"{where}.{name}: {_show(value)} is not a string"
-        raise ExpectationsError(msg)
-    return value
-
-
-def _reason(entry: dict[str, Any], where: str) -> RejectReason:
-    value = _field(entry, "reason", where)
-    try:
-        return RejectReason(value)
-    except ValueError:
-        allowed = ", ".join(r.value for r in RejectReason)
-        msg = f"{where}.reason: {_show(value)} is not one of {allowed}"
-        raise ExpectationsError(msg) from None
-
-
-def _show(value: object, limit: int = 60) -> str:
-    text = repr(value) if isinstance(value, str) else json.dumps(value, ensure_ascii=True)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 @operational

@@ -10,8 +10,9 @@ from contextlib import ExitStack, closing
 from amends_core.ledger import Config, Projection, Status, StockKey
 from amends_core.timefmt import format_day
 from amends_core.view import ViewState, reason_counts
-from amends_pipeline.commands._common import load_config, operational
+from amends_pipeline.commands._common import Subparsers, add_config, operational
 from amends_pipeline.errors import UsageError
+from amends_pipeline.inputs import load_config
 from amends_pipeline.kafka.topics import KafkaError, Reader, Watermarks
 from amends_pipeline.manifest import ManifestMissing, read_manifest
 from amends_pipeline.ops.orchestration import ViewHealth
@@ -25,7 +26,7 @@ from amends_pipeline.runtime import Runtime
 from amends_pipeline.text import key_text, printable, terminal_safe
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "view",
         help="show the live view: per key status, balances and alerts",
@@ -48,7 +49,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             " or a namespace that was never provisioned."
         ),
     )
-    p.add_argument("--config", required=True, metavar="CONFIG.json")
+    add_config(p)
     p.add_argument("--key", action="append", metavar="ITEM/LOCATION", help="only these keys")
     p.add_argument("--last", type=int, default=10, help="show the last N days per key (0 = all)")
     p.add_argument("--watch", nargs="?", const=2.0, type=float, metavar="SECONDS")

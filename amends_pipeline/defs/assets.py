@@ -9,12 +9,12 @@ from typing import Any
 
 import dagster as dg
 
-from amends_pipeline.commands.verify import load_expectations
 from amends_pipeline.defs import metadata
 from amends_pipeline.defs.checks import verification_result, verification_spec
 from amends_pipeline.defs.partitions import SOURCE_PARTITIONS
 from amends_pipeline.defs.resources import AmendsResource
 from amends_pipeline.defs.verification_record import latest_verification
+from amends_pipeline.inputs import load_expectations
 from amends_pipeline.ops import certify, orchestration, plot
 from amends_pipeline.ops import snapshot as snapshots
 from amends_pipeline.ops import verify as verify_ops

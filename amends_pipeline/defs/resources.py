@@ -14,7 +14,7 @@ from pathlib import Path
 import dagster as dg
 
 from amends_core.ledger import Config
-from amends_pipeline.commands._common import load_config
+from amends_pipeline.inputs import load_config
 from amends_pipeline.postgres.connection import DEFAULT_DSN, DEFAULT_SCHEMA
 from amends_pipeline.runtime import Runtime
 from amends_pipeline.snapshot import URI_ENV

@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from amends_pipeline.commands._common import load_config
+from amends_pipeline.inputs import load_config
 from amends_pipeline.postgres.view_store import PgViewStore
 from tests.e2e.conftest import AMENDS, FIXTURE, Pipeline
 

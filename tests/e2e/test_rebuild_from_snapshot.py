@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import Producer
 
 from amends_core.ledger import Record
-from amends_pipeline.commands._common import load_config
+from amends_pipeline.inputs import load_config
 from amends_pipeline.kafka.topics import MARKER_HEADER, Marker, Reader
 from amends_pipeline.manifest import Manifest, SourceLost
 from amends_pipeline.ops import orchestration

@@ -440,7 +440,7 @@ def test_ensure_postgres_never_prints_the_password(login_role: LoginRole, tmp_pa
 def test_the_runtime_and_the_kafka_settings_never_show_a_secret_in_their_repr(
     login_role: LoginRole, tls: Path
 ) -> None:
-    from amends_pipeline.commands._common import load_config
+    from amends_pipeline.inputs import load_config
 
     settings = KafkaSettings("127.0.0.1:9", tuple((k.replace("_", "."), v) for k, v in {
         **tls_settings(tls), "sasl_password": KAFKA_PASSWORD}.items()))

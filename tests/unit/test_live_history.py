@@ -8,7 +8,8 @@ from amends_core import wire
 from amends_core.ledger import Coordinates, Kind, Record
 from amends_core.oracle import compute
 from amends_core.timefmt import NS_PER_DAY, parse_day
-from amends_pipeline.commands._common import FIXTURES, load_config
+from amends_pipeline.commands._common import FIXTURES
+from amends_pipeline.inputs import load_config
 from amends_pipeline.live import LiveHistory
 
 CFG = load_config(FIXTURES / "worked-example" / "config.json")

@@ -21,7 +21,7 @@ from amends_core.verify import (
     memory_boundary,
     verify,
 )
-from amends_pipeline.commands.verify import parse_expectation_file
+from amends_pipeline.inputs import parse_expectation_file
 from tests.builders import K1, config, day, records, txn
 
 SKIP = OperatorSkip(0, 7, "opening balance typo", "alice", "2026-03-01T10:00:00Z", "CloseOutOfRange: x")
@@ -118,7 +118,7 @@ def test_an_expectations_file_may_list_operator_skips() -> None:
 def test_a_malformed_skip_entry_names_the_field_at_fault() -> None:
     import pytest
 
-    from amends_pipeline.commands.verify import ExpectationsError
+    from amends_pipeline.inputs import ExpectationsError
 
     for raw, fault in (
         (b'{"skips": [{"partition": 0}]}', 'skips[0] has no "offset"'),
