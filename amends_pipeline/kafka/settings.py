@@ -453,7 +453,7 @@ def preflight(settings: KafkaSettings, timeout: float = PROBE_SECONDS) -> None:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    from amends_pipeline.kafka.topics import KafkaUnavailable
+    from amends_pipeline.kafka.errors import KafkaUnavailable
 
     where = f"Kafka at {settings.bootstrap}"
     probe = {

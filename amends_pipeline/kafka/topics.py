@@ -47,6 +47,11 @@ from confluent_kafka import KafkaError as _DriverError
 from confluent_kafka.admin import AdminClient
 
 from amends_core.ledger import Coordinates, Record
+from amends_pipeline.kafka.errors import (
+    KafkaError as KafkaError,  # re-exported: callers import them from here
+)
+from amends_pipeline.kafka.errors import KafkaUnavailable as KafkaUnavailable
+from amends_pipeline.kafka.errors import OffsetLost as OffsetLost
 from amends_pipeline.kafka.settings import (
     CONNECTION_SETUP_TIMEOUT_MS,
     KafkaRefused,
@@ -71,18 +76,6 @@ POLL_EVERY = 1000
 """A producer serves its delivery reports after this many messages, and at every flush."""
 DEFAULT_SOURCE_TOPIC = "amends-source"
 DEFAULT_OUTPUT_TOPIC = "amends-output"
-
-
-class KafkaError(Exception):
-    """A Kafka operation failed; the message says which and why, in one line."""
-
-
-class KafkaUnavailable(KafkaError):
-    """The cluster could not be reached or did not answer in time."""
-
-
-class OffsetLost(KafkaError):
-    """A read started at an offset the partition no longer retains."""
 
 
 def consumer_config(bootstrap: str, **extra: Any) -> dict[str, Any]:

@@ -66,3 +66,8 @@ def test_the_dagster_definitions_import_no_command() -> None:
 def test_the_input_files_readers_stand_below_commands_and_definitions() -> None:
     for above in ("amends_pipeline.commands", "amends_pipeline.defs", "amends_pipeline.ops"):
         assert importers_of(above, "amends_pipeline.inputs") == []
+
+
+def test_kafka_settings_do_not_reach_back_into_the_topics_module() -> None:
+    assert importers_of("amends_pipeline.kafka.topics", "amends_pipeline.kafka.settings") == []
+    assert importers_of("amends_pipeline.kafka", "amends_pipeline.kafka.errors") == []
