@@ -202,7 +202,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     shared_broker.release(Path(os.environ[shared_broker.SHARED_ENV]))
     token = session.config.stash[RUN_TOKEN]
-    left = leftovers.wait_for_leftovers(token, frozenset({os.getpid()}), grace_s=15.0)
+    # Dagster's code servers (`dagster api grpc --heartbeat --heartbeat-timeout 20`) end by
+    # themselves within 20 s of their webserver or daemon stopping; one orphaned by a test that
+    # ended just before the run did is not a leftover until that has passed.
+    left = leftovers.wait_for_leftovers(token, frozenset({os.getpid()}), grace_s=30.0)
     if not left:
         return
     lines = [f"  pid {p.pid}: {p.what}: {p.cmdline[:160]}" for p in left]
