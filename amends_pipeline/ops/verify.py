@@ -361,28 +361,6 @@ def check_namespace(
                 {p: out.watermarks(p).high for p in range(cfg.partitions)},
             )
             snap = store.snapshot(evidence=False, outbox="pending")
-            later: list[str] = []  # reasons found while computing, listed after the boundary's
-            stored = load_parts(store) if use_parts else {}
-            pinned = pin_snapshot(rt, m, later)
-            covered = load_coverage(store) if pinned is not None else {}
-            used: dict[int, StoredPart] = {}
-            established: list[Coverage] = []
-
-            def part_of(p: int) -> PartitionResult:
-                sp = stored.get(p)
-                if sp is None or sp.inputs != parts.inputs(m, p, ends.source[p], snap.skips):
-                    end = ends.source[p]
-                    computed = _compute_part(
-                        rt, src, store, m, p, wms[p].low, end, pinned, snap.skips, later,
-                        keep=keep_decoded, cover=covered.get(p),
-                    )
-                    sp = computed.part
-                    if computed.coverage is not None:
-                        established.append(computed.coverage)
-                used[p] = sp
-                return decode(sp.part)
-
-            oracle = run_oracle(lambda: combine(cfg, [part_of(p) for p in range(cfg.partitions)]))
             view, projected = vstore.checked()
             for p in range(cfg.partitions):
                 eff = m.needed(p, snap.frontier(p))
@@ -402,7 +380,27 @@ def check_namespace(
                     )
                 if pend and relay_running(rt, p):
                     reasons.append(f"partition {p}: a relay is running; stop or drain it first")
-            reasons += later
+            stored = load_parts(store) if use_parts else {}
+            pinned = pin_snapshot(rt, m, reasons)
+            covered = load_coverage(store) if pinned is not None else {}
+            used: dict[int, StoredPart] = {}
+            established: list[Coverage] = []
+
+            def part_of(p: int) -> PartitionResult:
+                sp = stored.get(p)
+                if sp is None or sp.inputs != parts.inputs(m, p, ends.source[p], snap.skips):
+                    end = ends.source[p]
+                    computed = _compute_part(
+                        rt, src, store, m, p, wms[p].low, end, pinned, snap.skips, reasons,
+                        keep=keep_decoded, cover=covered.get(p),
+                    )
+                    sp = computed.part
+                    if computed.coverage is not None:
+                        established.append(computed.coverage)
+                used[p] = sp
+                return decode(sp.part)
+
+            oracle = run_oracle(lambda: combine(cfg, [part_of(p) for p in range(cfg.partitions)]))
             reasons += [line for p in sorted(used) for line in used[p].lost]
             for c in established:  # only with keep_decoded: `amends verify` never writes
                 save_coverage(store, c)
